@@ -1,0 +1,123 @@
+"""Read-only access: every reader has its own connection, opened so that it cannot write."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from ._records import EpisodeRecord, EventRecord
+from ._schema import SCHEMA_VERSION
+from .errors import NotFoundError, SchemaError
+
+
+class Reader:
+    """A read-only connection to a store (a file path, or an open :class:`EventStore`)."""
+
+    def __init__(self, source: str | Path | Any) -> None:
+        target = getattr(source, "target", None)
+        if target is not None:  # an EventStore (works for :memory: stores too)
+            self.where = source.path
+            uri = target if source.uri else f"file:{Path(target).absolute()}?mode=ro"
+        else:
+            p = Path(source)
+            if not p.exists():
+                raise NotFoundError(f"{p}: no such database file")
+            self.where = str(p)
+            uri = f"file:{p.absolute()}?mode=ro"
+        self.conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
+        self.conn.execute("PRAGMA query_only=ON")
+        (version,) = self.conn.execute("PRAGMA user_version").fetchone()
+        if version == 0 or version > SCHEMA_VERSION:
+            raise SchemaError(f"{self.where}: schema version {version}; this coworkenv reads "
+                              f"1..{SCHEMA_VERSION}")
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> Reader:
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    # runs --------------------------------------------------------------------------------
+    def runs(self) -> list[dict[str, Any]]:
+        cur = self.conn.execute(
+            "SELECT r.run_id, r.created_at, r.status, r.agent, r.config, "
+            "(SELECT count(*) FROM episodes e WHERE e.run_id = r.run_id) "
+            "FROM runs r ORDER BY r.created_at")
+        return [{"run_id": r[0], "created_at": r[1], "status": r[2], "agent": r[3],
+                 "config": json.loads(r[4]), "episodes": r[5]} for r in cur]
+
+    def latest_run(self) -> str | None:
+        row = self.conn.execute(
+            "SELECT run_id FROM runs ORDER BY created_at DESC LIMIT 1").fetchone()
+        return row[0] if row else None
+
+    # episodes ----------------------------------------------------------------------------
+    def episodes(self, run_id: str | None = None, *, status: str | None = None,
+                 limit: int = 1_000_000, offset: int = 0) -> list[EpisodeRecord]:
+        where, params = [], []
+        if run_id is not None:
+            where.append("run_id = ?")
+            params.append(run_id)
+        if status is not None:
+            where.append("status = ?")
+            params.append(status)
+        sql = f"SELECT {EpisodeRecord.COLUMNS} FROM episodes"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY run_id, task_id, trial, attempt LIMIT ? OFFSET ?"
+        return [EpisodeRecord.from_row(r) for r in self.conn.execute(sql, (*params, limit, offset))]
+
+    def episode(self, episode_id: str) -> EpisodeRecord:
+        row = self.conn.execute(f"SELECT {EpisodeRecord.COLUMNS} FROM episodes WHERE episode_id=?",
+                                (episode_id,)).fetchone()
+        if row is None:
+            raise NotFoundError(f"{self.where}: no episode {episode_id!r}")
+        return EpisodeRecord.from_row(row)
+
+    def completed_trials(self, run_id: str) -> set[tuple[str, int]]:
+        return {(r[0], r[1]) for r in self.conn.execute(
+            "SELECT task_id, trial FROM episodes WHERE run_id=? AND status IN "
+            "('completed', 'failed')", (run_id,))}
+
+    def next_attempt(self, run_id: str, task_id: str, trial: int) -> int:
+        row = self.conn.execute(
+            "SELECT max(attempt) FROM episodes WHERE run_id=? AND task_id=? AND trial=?",
+            (run_id, task_id, trial)).fetchone()
+        return 0 if row[0] is None else int(row[0]) + 1
+
+    # events ------------------------------------------------------------------------------
+    def events(self, episode_id: str, upto: int | None = None,
+               since: int = 0) -> Iterator[EventRecord]:
+        hi = (1 << 62) if upto is None else upto
+        cur = self.conn.execute(
+            "SELECT episode_id, seq, sim_time, wall_time, actor, kind, payload FROM events "
+            "WHERE episode_id=? AND seq BETWEEN ? AND ? ORDER BY seq", (episode_id, since, hi))
+        while rows := cur.fetchmany(4096):
+            for r in rows:
+                yield EventRecord.from_row(r)
+
+    def event_count(self, episode_id: str) -> int:
+        return int(self.conn.execute("SELECT count(*) FROM events WHERE episode_id=?",
+                                     (episode_id,)).fetchone()[0])
+
+    def projection(self, episode_id: str) -> dict[str, dict[str, Any]]:
+        out: dict[str, dict[str, Any]] = {}
+        for app, eid, data in self.conn.execute(
+                "SELECT app, entity_id, data FROM projection WHERE episode_id=?", (episode_id,)):
+            out.setdefault(app, {})[eid] = json.loads(data)
+        return out
+
+    def check_results(self, episode_id: str) -> list[dict[str, Any]]:
+        cur = self.conn.execute(
+            "SELECT check_id, kind, weight, passed, detail, evidence FROM check_results "
+            "WHERE episode_id=? ORDER BY check_id", (episode_id,))
+        return [{"check_id": r[0], "kind": r[1], "weight": r[2], "passed": bool(r[3]),
+                 "detail": r[4], "evidence": json.loads(r[5])} for r in cur]

@@ -1,0 +1,75 @@
+"""Rows of the store as typed records."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+encode_payload = json.JSONEncoder(separators=(",", ":"), sort_keys=True, ensure_ascii=False).encode
+"""Canonical JSON text of a payload (a shared encoder: ``json.dumps`` with options builds one
+per call)."""
+
+INSERT_EVENT = ("INSERT INTO events (episode_id, seq, sim_time, wall_time, actor, kind, payload) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)")
+# The same insert for a whole batch in one statement: the rows travel as one JSON array, so
+# SQLite parses and inserts them without taking Python's GIL once per row.
+INSERT_EVENTS_JSON = (
+    "INSERT INTO events (episode_id, seq, sim_time, wall_time, actor, kind, payload) "
+    "SELECT value->>0, value->>1, value->>2, value->>3, value->>4, value->>5, value->>6 "
+    "FROM json_each(?)")
+
+
+@dataclass(slots=True, frozen=True)
+class EventRecord:
+    """One appended event. ``seq`` is dense and starts at 0 within an episode."""
+
+    episode_id: str
+    seq: int
+    sim_time: float
+    wall_time: float
+    actor: str
+    kind: str
+    payload: dict[str, Any]
+
+    def row(self) -> tuple[Any, ...]:
+        return (self.episode_id, self.seq, self.sim_time, self.wall_time, self.actor, self.kind,
+                encode_payload(self.payload))
+
+    @classmethod
+    def from_row(cls, row: tuple[Any, ...]) -> EventRecord:
+        return cls(row[0], row[1], row[2], row[3], row[4], row[5], json.loads(row[6]))
+
+
+@dataclass(slots=True, frozen=True)
+class EpisodeRecord:
+    episode_id: str
+    run_id: str
+    task_id: str
+    family: str
+    trial: int
+    attempt: int
+    seed: int
+    agent: str
+    role: str
+    status: str
+    started_at: float | None
+    finished_at: float | None
+    sim_time: float | None
+    turns: int | None
+    termination: str | None
+    failure_boundary: str | None
+    failure: str | None
+    completion: float | None
+    event_count: int | None
+    events_hash: str | None
+    state_hash: str | None
+    outcome: dict[str, Any]
+
+    COLUMNS = ("episode_id, run_id, task_id, family, trial, attempt, seed, agent, role, status, "
+               "started_at, finished_at, sim_time, turns, termination, failure_boundary, failure, "
+               "completion, event_count, events_hash, state_hash, outcome")
+
+    @classmethod
+    def from_row(cls, row: tuple[Any, ...]) -> EpisodeRecord:
+        return cls(*row[:-1], json.loads(row[-1]))

@@ -1,0 +1,98 @@
+"""Schema and migrations. ``PRAGMA user_version`` holds the applied version."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from .errors import SchemaError
+
+MIGRATIONS: list[str] = [
+    # 1: runs, episodes, events, projection, check results
+    """
+    CREATE TABLE runs (
+        run_id      TEXT PRIMARY KEY,
+        created_at  REAL NOT NULL,
+        status      TEXT NOT NULL DEFAULT 'running',
+        agent       TEXT NOT NULL DEFAULT '',
+        config      TEXT NOT NULL DEFAULT '{}'
+    );
+    CREATE TABLE episodes (
+        episode_id       TEXT PRIMARY KEY,
+        run_id           TEXT NOT NULL REFERENCES runs(run_id),
+        task_id          TEXT NOT NULL,
+        family           TEXT NOT NULL DEFAULT '',
+        trial            INTEGER NOT NULL DEFAULT 0,
+        attempt          INTEGER NOT NULL DEFAULT 0,
+        seed             INTEGER NOT NULL DEFAULT 0,
+        agent            TEXT NOT NULL DEFAULT '',
+        role             TEXT NOT NULL DEFAULT 'student',
+        status           TEXT NOT NULL DEFAULT 'running',
+        started_at       REAL,
+        finished_at      REAL,
+        sim_time         REAL,
+        turns            INTEGER,
+        termination      TEXT,
+        failure_boundary TEXT,
+        failure          TEXT,
+        completion       REAL,
+        event_count      INTEGER,
+        events_hash      TEXT,
+        state_hash       TEXT,
+        outcome          TEXT NOT NULL DEFAULT '{}'
+    );
+    CREATE INDEX episodes_run ON episodes(run_id, task_id, trial);
+    CREATE INDEX episodes_status ON episodes(run_id, status);
+    CREATE TABLE events (
+        episode_id  TEXT NOT NULL,
+        seq         INTEGER NOT NULL,
+        sim_time    REAL NOT NULL,
+        wall_time   REAL NOT NULL,
+        actor       TEXT NOT NULL,
+        kind        TEXT NOT NULL,
+        payload     TEXT NOT NULL,
+        PRIMARY KEY (episode_id, seq)
+    ) WITHOUT ROWID;
+    CREATE TABLE projection (
+        episode_id  TEXT NOT NULL,
+        app         TEXT NOT NULL,
+        entity_id   TEXT NOT NULL,
+        data        TEXT NOT NULL,
+        PRIMARY KEY (episode_id, app, entity_id)
+    ) WITHOUT ROWID;
+    CREATE TABLE check_results (
+        episode_id  TEXT NOT NULL,
+        check_id    TEXT NOT NULL,
+        kind        TEXT NOT NULL,
+        weight      REAL NOT NULL,
+        passed      INTEGER NOT NULL,
+        detail      TEXT NOT NULL DEFAULT '',
+        evidence    TEXT NOT NULL DEFAULT '[]',
+        PRIMARY KEY (episode_id, check_id)
+    ) WITHOUT ROWID;
+    """,
+]
+
+SCHEMA_VERSION = len(MIGRATIONS)
+
+PRAGMAS = (
+    "PRAGMA journal_mode=WAL",
+    "PRAGMA synchronous=NORMAL",
+    "PRAGMA foreign_keys=OFF",
+    "PRAGMA busy_timeout=10000",
+)
+
+
+def migrate(conn: sqlite3.Connection, where: str) -> int:
+    """Bring the schema to :data:`SCHEMA_VERSION`; return the version found before."""
+    (found,) = conn.execute("PRAGMA user_version").fetchone()
+    if found > SCHEMA_VERSION:
+        raise SchemaError(f"{where}: schema version {found} is newer than this coworkenv "
+                          f"({SCHEMA_VERSION}); upgrade coworkenv")
+    if found == 0:
+        tables = conn.execute("SELECT count(*) FROM sqlite_master WHERE type='table'").fetchone()
+        if tables[0]:
+            raise SchemaError(f"{where}: not a coworkenv store (has tables but no version)")
+    for version in range(found, SCHEMA_VERSION):
+        conn.executescript(f"BEGIN; {MIGRATIONS[version]}; PRAGMA user_version={version + 1}; "
+                           "COMMIT;")
+    return int(found)

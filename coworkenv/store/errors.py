@@ -1,0 +1,25 @@
+"""Errors of the store.
+
+    StoreError
+    ├── SchemaError        the file's schema is newer than this code, or not a coworkenv store
+    ├── StoreClosedError   a write after the store was closed, or after its writer failed
+    └── NotFoundError      a run or episode id that is not in the file
+"""
+
+from __future__ import annotations
+
+
+class StoreError(Exception):
+    """Base class of the store's errors."""
+
+
+class SchemaError(StoreError):
+    pass
+
+
+class StoreClosedError(StoreError):
+    pass
+
+
+class NotFoundError(StoreError):
+    pass

@@ -1,0 +1,230 @@
+"""The simulated company's entities, the workspace state and its reducer.
+
+The workspace is a projection of the event log: every change is a ``ws.<app>.<op>`` event
+whose payload carries the entity's id and its full new value (``data``) or ``deleted``.
+:func:`apply_event` is the only function that mutates a :class:`WorkspaceState`; the live
+tool service and replay both go through it, so replay rebuilds the same state and hash.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Entity(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    id: str = Field(description="Stable identifier, unique within its app")
+
+
+class Person(Entity):
+    name: str
+    email: str = Field(description="Primary address; the person's identity in mail and chat")
+    role: str = ""
+    team: str = ""
+    manager: str | None = Field(default=None, description="Person id of the manager")
+    timezone: str = Field(default="UTC", description="IANA time zone name")
+    external: bool = Field(default=False, description="Outside the company")
+
+
+class Email(Entity):
+    sender: str = Field(description="Person id of the sender")
+    to: list[str] = Field(default_factory=list, description="Person ids")
+    cc: list[str] = Field(default_factory=list)
+    subject: str = ""
+    body: str = ""
+    attachments: list[str] = Field(default_factory=list, description="Document ids")
+    thread: str = Field(default="", description="Thread id (the first email's id)")
+    in_reply_to: str | None = None
+    sent_at: str = Field(default="", description="ISO-8601 UTC timestamp")
+    labels: dict[str, list[str]] = Field(
+        default_factory=dict, description="Per-mailbox labels: person id -> labels"
+    )
+    read_by: list[str] = Field(default_factory=list)
+    deleted_by: list[str] = Field(default_factory=list)
+
+
+class Channel(Entity):
+    name: str
+    members: list[str] = Field(default_factory=list)
+    internal_only: bool = True
+    is_dm: bool = False
+
+
+class ChatMessage(Entity):
+    channel: str
+    sender: str
+    text: str
+    sent_at: str = ""
+    reactions: dict[str, list[str]] = Field(default_factory=dict, description="emoji -> people")
+
+
+class CalendarEvent(Entity):
+    title: str
+    organizer: str
+    start: str = Field(description="ISO-8601 UTC")
+    end: str = Field(description="ISO-8601 UTC")
+    timezone: str = "UTC"
+    location: str = ""
+    description: str = ""
+    attendees: dict[str, Literal["pending", "accepted", "declined", "tentative"]] = Field(
+        default_factory=dict
+    )
+    status: Literal["confirmed", "cancelled"] = "confirmed"
+
+
+class Comment(BaseModel):
+    author: str
+    text: str
+    at: str = ""
+
+
+class Document(Entity):
+    title: str
+    owner: str
+    content: str = ""
+    confidentiality: Literal["public", "internal", "confidential", "restricted"] = "internal"
+    permissions: dict[str, Literal["view", "edit"]] = Field(
+        default_factory=dict, description="person id -> permission (the owner always edits)"
+    )
+    comments: list[Comment] = Field(default_factory=list)
+    updated_at: str = ""
+
+
+class Ticket(Entity):
+    title: str
+    description: str = ""
+    reporter: str
+    assignee: str | None = None
+    status: Literal["open", "in_progress", "blocked", "resolved", "closed"] = "open"
+    priority: Literal["low", "medium", "high", "urgent"] = "medium"
+    comments: list[Comment] = Field(default_factory=list)
+    updated_at: str = ""
+
+
+AppName = Literal["directory", "email", "channel", "chat", "calendar", "docs", "tickets"]
+
+ENTITY_TYPES: dict[str, type[Entity]] = {
+    "directory": Person,
+    "email": Email,
+    "channel": Channel,
+    "chat": ChatMessage,
+    "calendar": CalendarEvent,
+    "docs": Document,
+    "tickets": Ticket,
+}
+ID_PREFIX: dict[str, str] = {
+    "directory": "p",
+    "email": "m",
+    "channel": "c",
+    "chat": "msg",
+    "calendar": "ev",
+    "docs": "doc",
+    "tickets": "T",
+}
+
+
+class WorkspaceState:
+    """All entities of one episode's workspace, keyed by app then id."""
+
+    __slots__ = ("counters", "tables")
+
+    def __init__(self) -> None:
+        self.tables: dict[str, dict[str, Any]] = {app: {} for app in ENTITY_TYPES}
+        self.counters: dict[str, int] = dict.fromkeys(ENTITY_TYPES, 0)
+
+    # typed views -----------------------------------------------------------------------
+    @property
+    def people(self) -> dict[str, Person]:
+        return self.tables["directory"]
+
+    @property
+    def emails(self) -> dict[str, Email]:
+        return self.tables["email"]
+
+    @property
+    def channels(self) -> dict[str, Channel]:
+        return self.tables["channel"]
+
+    @property
+    def chat(self) -> dict[str, ChatMessage]:
+        return self.tables["chat"]
+
+    @property
+    def calendar(self) -> dict[str, CalendarEvent]:
+        return self.tables["calendar"]
+
+    @property
+    def docs(self) -> dict[str, Document]:
+        return self.tables["docs"]
+
+    @property
+    def tickets(self) -> dict[str, Ticket]:
+        return self.tables["tickets"]
+
+    def next_id(self, app: str) -> str:
+        """The id the next new entity of ``app`` gets (deterministic)."""
+        return f"{ID_PREFIX[app]}{self.counters[app] + 1}"
+
+    def person_by_email(self, address: str) -> Person | None:
+        address = address.lower()
+        for p in self.people.values():
+            if p.email.lower() == address:
+                return p
+        return None
+
+    def to_json(self) -> dict[str, dict[str, Any]]:
+        return {
+            app: {k: v.model_dump(mode="json") for k, v in sorted(rows.items())}
+            for app, rows in self.tables.items()
+        }
+
+    def state_hash(self) -> str:
+        """Canonical hash of every entity (stable across live runs and replay)."""
+        blob = json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def ws_event(app: str, op: str, entity: Entity | None, *, entity_id: str | None = None) -> tuple[
+    str, dict[str, Any]
+]:
+    """Build a state event: kind ``ws.<app>.<op>`` and its payload."""
+    if entity is None:
+        assert entity_id is not None
+        return f"ws.{app}.{op}", {"id": entity_id, "deleted": True}
+    return f"ws.{app}.{op}", {"id": entity.id, "data": entity.model_dump(mode="json")}
+
+
+def apply_event(state: WorkspaceState, kind: str, payload: dict[str, Any]) -> None:
+    """Apply one ``ws.*`` event to the state. Other kinds are ignored."""
+    if not kind.startswith("ws."):
+        return
+    app = kind.split(".", 2)[1]
+    table = state.tables[app]
+    eid = payload["id"]
+    if payload.get("deleted"):
+        table.pop(eid, None)
+        return
+    if eid not in table:
+        prefix = ID_PREFIX[app]
+        if eid.startswith(prefix) and eid[len(prefix) :].isdigit():
+            state.counters[app] = max(state.counters[app], int(eid[len(prefix) :]))
+    table[eid] = ENTITY_TYPES[app].model_validate(payload["data"])
+
+
+def iso(dt: datetime) -> str:
+    """Canonical ISO-8601 UTC text for a datetime (naive means UTC)."""
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    return dt.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_iso(text: str) -> datetime:
+    dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    return dt

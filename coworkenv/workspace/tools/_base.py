@@ -1,0 +1,137 @@
+"""Tools as command handlers: argument models, the registry and execution."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from ..errors import ToolError
+from ..models import Entity, Person, WorkspaceState, apply_event, iso, ws_event
+
+
+class ToolArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+@dataclass(slots=True)
+class Notification:
+    """Something a person should hear about (new mail, a DM, an invite)."""
+
+    person: str
+    kind: str
+    summary: dict[str, Any]
+
+
+@dataclass(slots=True)
+class ToolContext:
+    state: WorkspaceState
+    actor: str
+    now: datetime
+    events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    notifications: list[Notification] = field(default_factory=list)
+
+    @property
+    def now_iso(self) -> str:
+        return iso(self.now)
+
+    def emit(self, app: str, op: str, entity: Entity | None, *, entity_id: str | None = None) -> None:
+        kind, payload = ws_event(app, op, entity, entity_id=entity_id)
+        apply_event(self.state, kind, payload)
+        self.events.append((kind, payload))
+
+    def notify(self, person: str, kind: str, /, **summary: Any) -> None:
+        if person != self.actor:
+            self.notifications.append(Notification(person, kind, summary))
+
+    def person(self, ref: str, fieldname: str) -> Person:
+        """Resolve a person id or email address, or fail naming the field."""
+        p = self.state.people.get(ref) or self.state.person_by_email(ref)
+        if p is None:
+            raise ToolError("not_found", f"no person {ref!r} in the directory", fieldname)
+        return p
+
+    def me(self) -> Person:
+        return self.person(self.actor, "actor")
+
+
+Handler = Callable[[ToolContext, Any], dict[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    name: str
+    app: str
+    description: str
+    args: type[ToolArgs]
+    handler: Handler
+    writes: bool
+
+    def openai_schema(self) -> dict[str, Any]:
+        schema = self.args.model_json_schema()
+        schema.pop("title", None)
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": schema},
+        }
+
+
+REGISTRY: dict[str, Tool] = {}
+
+
+def tool(name: str, app: str, args: type[ToolArgs], *, writes: bool) -> Callable[[Handler], Handler]:
+    """Register a handler as a tool; its docstring is the description the model sees."""
+
+    def register(fn: Handler) -> Handler:
+        if name in REGISTRY:
+            raise ValueError(f"tool {name!r} registered twice")
+        REGISTRY[name] = Tool(name, app, (fn.__doc__ or "").strip(), args, fn, writes)
+        return fn
+
+    return register
+
+
+@dataclass(slots=True)
+class ToolOutcome:
+    ok: bool
+    observation: dict[str, Any]
+    events: list[tuple[str, dict[str, Any]]]
+    notifications: list[Notification]
+    error: ToolError | None = None
+
+
+def execute_tool(
+    state: WorkspaceState, actor: str, name: str, arguments: Any, now: datetime
+) -> ToolOutcome:
+    """Run one tool call as ``actor``. Never raises for bad input: errors are observations.
+
+    On error no event is kept: the state is left exactly as it was.
+    """
+    ctx = ToolContext(state, actor, now)
+    tool_ = REGISTRY.get(name)
+    try:
+        if tool_ is None:
+            raise ToolError("unknown_tool", f"no tool named {name!r}", "name")
+        if not isinstance(arguments, dict):
+            raise ToolError("invalid_arguments", "arguments must be a JSON object", "arguments")
+        try:
+            args = tool_.args.model_validate(arguments)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            loc = ".".join(str(x) for x in err["loc"]) or "arguments"
+            raise ToolError("invalid_arguments", err["msg"], loc) from None
+        ctx.me()
+        result = tool_.handler(ctx, args)
+    except ToolError as exc:
+        _rollback(state, ctx)
+        return ToolOutcome(False, exc.observation(), [], [], exc)
+    return ToolOutcome(True, {"ok": True, "result": result}, ctx.events, ctx.notifications)
+
+
+def _rollback(state: WorkspaceState, ctx: ToolContext) -> None:
+    # Handlers validate before they emit; a handler that emitted and then failed is undone
+    # by rebuilding the touched entities would need history, so handlers must not do that.
+    assert not ctx.events, "a tool emitted events and then failed; validate before emitting"

@@ -1,0 +1,144 @@
+"""Documents: create, read, edit, comment, share with view/edit permissions, search."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from ..errors import ToolError
+from ..models import Comment, Document
+from ._base import ToolArgs, ToolContext, tool
+
+
+def _can(doc: Document, person: str, need: Literal["view", "edit"]) -> bool:
+    if person == doc.owner:
+        return True
+    perm = doc.permissions.get(person)
+    return perm == "edit" or (perm == "view" and need == "view")
+
+
+def _doc(ctx: ToolContext, doc_id: str, need: Literal["view", "edit"]) -> Document:
+    d = ctx.state.docs.get(doc_id)
+    if d is None:
+        raise ToolError("not_found", f"no document {doc_id!r}", "doc_id")
+    if not _can(d, ctx.actor, need):
+        raise ToolError("forbidden", f"document {doc_id!r} is not shared with you"
+                        + (" for editing" if need == "edit" and _can(d, ctx.actor, "view") else ""),
+                        "doc_id")
+    return d
+
+
+def _meta(d: Document) -> dict[str, Any]:
+    return {"id": d.id, "title": d.title, "owner": d.owner, "confidentiality": d.confidentiality,
+            "updated_at": d.updated_at}
+
+
+class CreateDocArgs(ToolArgs):
+    title: str = Field(min_length=1)
+    content: str = ""
+    confidentiality: Literal["public", "internal", "confidential", "restricted"] = "internal"
+
+
+@tool("docs_create", "docs", CreateDocArgs, writes=True)
+def docs_create(ctx: ToolContext, a: CreateDocArgs) -> dict[str, Any]:
+    """Create a document that you own."""
+    d = Document(id=ctx.state.next_id("docs"), title=a.title, owner=ctx.actor, content=a.content,
+                 confidentiality=a.confidentiality, updated_at=ctx.now_iso)
+    ctx.emit("docs", "created", d)
+    return _meta(d)
+
+
+class DocIdArgs(ToolArgs):
+    doc_id: str
+
+
+@tool("docs_read", "docs", DocIdArgs, writes=False)
+def docs_read(ctx: ToolContext, a: DocIdArgs) -> dict[str, Any]:
+    """Read a document you can view: content, comments, who it is shared with."""
+    d = _doc(ctx, a.doc_id, "view")
+    return {**_meta(d), "content": d.content, "permissions": d.permissions,
+            "comments": [c.model_dump() for c in d.comments]}
+
+
+class EditDocArgs(ToolArgs):
+    doc_id: str
+    content: str | None = Field(default=None, description="Replace the whole content")
+    append: str | None = Field(default=None, description="Text to add at the end")
+    title: str | None = None
+
+
+@tool("docs_edit", "docs", EditDocArgs, writes=True)
+def docs_edit(ctx: ToolContext, a: EditDocArgs) -> dict[str, Any]:
+    """Edit a document you may edit: replace content, append text or rename."""
+    d = _doc(ctx, a.doc_id, "edit")
+    if a.content is None and a.append is None and a.title is None:
+        raise ToolError("invalid_arguments", "give content, append or title", "content")
+    content = d.content if a.content is None else a.content
+    if a.append:
+        content = f"{content}\n{a.append}" if content else a.append
+    new = d.model_copy(update={"content": content, "title": a.title or d.title,
+                               "updated_at": ctx.now_iso})
+    ctx.emit("docs", "edited", new)
+    return _meta(new)
+
+
+class CommentArgs(ToolArgs):
+    doc_id: str
+    text: str = Field(min_length=1)
+
+
+@tool("docs_comment", "docs", CommentArgs, writes=True)
+def docs_comment(ctx: ToolContext, a: CommentArgs) -> dict[str, Any]:
+    """Comment on a document you can view; the owner is told."""
+    d = _doc(ctx, a.doc_id, "view")
+    new = d.model_copy(update={
+        "comments": [*d.comments, Comment(author=ctx.actor, text=a.text, at=ctx.now_iso)]})
+    ctx.emit("docs", "commented", new)
+    ctx.notify(d.owner, "doc_comment", doc_id=d.id, title=d.title, author=ctx.actor, text=a.text)
+    return {"doc_id": d.id, "comments": len(new.comments)}
+
+
+class ShareArgs(ToolArgs):
+    doc_id: str
+    person: str = Field(description="Person id or email address")
+    permission: Literal["view", "edit", "none"] = Field(description="none removes access")
+
+
+@tool("docs_share", "docs", ShareArgs, writes=True)
+def docs_share(ctx: ToolContext, a: ShareArgs) -> dict[str, Any]:
+    """Share a document you may edit with a person (view or edit), or remove access."""
+    d = _doc(ctx, a.doc_id, "edit")
+    p = ctx.person(a.person, "person")
+    if p.id == d.owner:
+        raise ToolError("conflict", "the owner always has access", "person")
+    if p.external and d.confidentiality in ("confidential", "restricted"):
+        raise ToolError("forbidden", f"{d.confidentiality} documents cannot be shared outside the "
+                        "company", "person")
+    if d.confidentiality == "restricted" and ctx.actor != d.owner:
+        raise ToolError("forbidden", "only the owner can share a restricted document", "doc_id")
+    perms = dict(d.permissions)
+    if a.permission == "none":
+        if perms.pop(p.id, None) is None:
+            raise ToolError("conflict", f"{p.name} has no access to remove", "person")
+    else:
+        perms[p.id] = a.permission
+    ctx.emit("docs", "shared", d.model_copy(update={"permissions": perms}))
+    if a.permission != "none":
+        ctx.notify(p.id, "doc_shared", doc_id=d.id, title=d.title, by=ctx.actor,
+                   permission=a.permission)
+    return {"doc_id": d.id, "permissions": perms}
+
+
+class DocSearchArgs(ToolArgs):
+    query: str = Field(min_length=1, description="Words in the title or content")
+
+
+@tool("docs_search", "docs", DocSearchArgs, writes=False)
+def docs_search(ctx: ToolContext, a: DocSearchArgs) -> dict[str, Any]:
+    """Search the documents you can view."""
+    q = a.query.lower()
+    return {"documents": [
+        {**_meta(d), "snippet": d.content[:160]} for d in ctx.state.docs.values()
+        if _can(d, ctx.actor, "view") and (q in d.title.lower() or q in d.content.lower())
+    ]}

@@ -1,0 +1,214 @@
+"""Store contract, run against a ``:memory:`` store and a file store."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from coworkenv.store import EventRecord, EventStore, Reader, SchemaError, StoreClosedError
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(params=[":memory:", "file"])
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[EventStore]:
+    path = ":memory:" if request.param == ":memory:" else tmp_path / "s.db"
+    async with EventStore(path) as s:
+        yield s
+    s.close_memory()
+
+
+async def _episode(store: EventStore, eid: str, n: int) -> list[EventRecord]:
+    await store.create_run("r1", "oracle", {"k": 1})
+    await store.start_episode(episode_id=eid, run_id="r1", task_id="t1", family="f", trial=0,
+                              attempt=0, seed=7, agent="oracle")
+    evs = [EventRecord(eid, i, i * 1.5, 1000.0 + i, "agent", "tool_call",
+                       {"i": i, "text": "héllo \"quoted\"", "nested": {"a": [1, None, True]}})
+           for i in range(n)]
+    await store.append_many(evs[: n // 2])
+    for ev in evs[n // 2 :]:
+        await store.append(ev)
+    return evs
+
+
+async def test_round_trip(store: EventStore) -> None:
+    evs = await _episode(store, "e1", 50)
+    await store.finish_episode("e1", status="completed", sim_time=73.5, turns=4,
+                               termination="agent_finished", completion=1.0, event_count=50,
+                               events_hash="h", state_hash="s", outcome={"x": 1})
+    await store.flush()
+    with Reader(store) as r:
+        assert list(r.events("e1")) == evs
+        assert list(r.events("e1", upto=9)) == evs[:10]
+        ep = r.episode("e1")
+        assert (ep.status, ep.turns, ep.completion, ep.seed, ep.outcome) == (
+            "completed", 4, 1.0, 7, {"x": 1})
+        assert r.runs()[0]["config"] == {"k": 1}
+        assert r.completed_trials("r1") == {("t1", 0)}
+        assert r.next_attempt("r1", "t1", 0) == 1
+
+
+async def test_readers_cannot_write(store: EventStore) -> None:
+    await _episode(store, "e1", 3)
+    await store.flush()
+    with Reader(store) as r, pytest.raises(sqlite3.OperationalError):
+        r.conn.execute("DELETE FROM events")
+
+
+async def test_duplicate_seq_is_refused_and_reported(tmp_path: Path) -> None:
+    with pytest.raises(StoreClosedError, match="writer failed"):  # raised again on close
+        async with EventStore(tmp_path / "d.db") as store:
+            await _episode(store, "e1", 3)
+            await store.append(EventRecord("e1", 0, 0.0, 0.0, "a", "k", {}))
+            with pytest.raises(StoreClosedError):
+                await store.flush()
+            with pytest.raises(StoreClosedError):
+                await store.append(EventRecord("e1", 9, 0.0, 0.0, "a", "k", {}))
+
+
+async def test_batches_by_size_and_time(tmp_path: Path) -> None:
+    import anyio
+
+    from coworkenv.store import WriterSettings
+
+    async with EventStore(tmp_path / "b.db", WriterSettings(batch_size=100,
+                                                             flush_interval=0.01)) as s:
+        await _episode(s, "e1", 1000)
+        await s.flush()
+        stats = s.statistics()
+        assert stats.rows == 1002
+        # 500 rows arrive as one item; 500 single rows are cut into commits of <= 100
+        assert 6 <= stats.batches <= 12
+        # a lone event is committed by time, without flush()
+        await s.append(EventRecord("e1", 1000, 0.0, 0.0, "a", "k", {}))
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            with Reader(s) as r:
+                if r.event_count("e1") == 1001:
+                    break
+            await anyio.sleep(0.01)
+        else:
+            pytest.fail("a lone event was not committed by the time trigger")
+
+
+def test_newer_schema_is_refused(tmp_path: Path) -> None:
+    db = tmp_path / "new.db"
+    conn = sqlite3.connect(db)
+    conn.execute("PRAGMA user_version=99")
+    conn.close()
+    with pytest.raises(SchemaError, match="schema version 99"):
+        Reader(db)
+
+    async def open_writer() -> None:
+        async with EventStore(db):
+            pass
+
+    import anyio
+
+    with pytest.raises(SchemaError, match="newer than this coworkenv"):
+        anyio.run(open_writer)
+
+
+async def test_migrations_are_idempotent(tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    async with EventStore(db) as s:
+        await _episode(s, "e1", 5)
+    async with EventStore(db) as s:
+        await s.flush()
+    with Reader(db) as r:
+        assert r.event_count("e1") == 5
+
+
+WRITER = textwrap.dedent("""
+    import sys, anyio
+    from coworkenv.store import EventRecord, EventStore, WriterSettings
+
+    async def main():
+        async with EventStore(sys.argv[1], WriterSettings(batch_size=500,
+                                                          flush_interval=0.005)) as s:
+            await s.create_run("r", "x", {})
+            ep = 0
+            while True:
+                eid = f"e{ep}"
+                n = 40 + ep % 17
+                await s.start_episode(episode_id=eid, run_id="r", task_id=f"t{ep}",
+                                      family="f", trial=0, attempt=0, seed=0, agent="x")
+                for i in range(n):
+                    await s.append(EventRecord(eid, i, float(i), 0.0, "a", "k", {"i": i}))
+                await s.finish_episode(eid, status="completed", sim_time=1.0, turns=1,
+                                       termination="done", completion=1.0, event_count=n,
+                                       events_hash="", state_hash="")
+                if ep == 20:
+                    print("ready", flush=True)
+                ep += 1
+                if ep % 10 == 0:
+                    await anyio.sleep(0)
+
+    anyio.run(main)
+""")
+
+
+@pytest.mark.slow
+def test_sigkill_mid_stream_keeps_completed_episodes_whole(tmp_path: Path) -> None:
+    db = tmp_path / "crash.db"
+    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(db)], stdout=subprocess.PIPE,
+                            text=True)
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "ready"
+    time.sleep(0.5)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    conn = sqlite3.connect(db)
+    assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    completed = conn.execute(
+        "SELECT episode_id, event_count FROM episodes WHERE status='completed'").fetchall()
+    assert len(completed) > 20
+    for eid, n in completed:
+        seqs = [r[0] for r in conn.execute("SELECT seq FROM events WHERE episode_id=? "
+                                           "ORDER BY seq", (eid,))]
+        assert seqs == list(range(n)), eid  # whole, dense, no duplicates
+    dupes = conn.execute("SELECT count(*) FROM (SELECT episode_id, seq FROM events "
+                         "GROUP BY 1, 2 HAVING count(*) > 1)").fetchone()[0]
+    assert dupes == 0
+    # the file is still a working store
+    with Reader(db) as r:
+        assert r.latest_run() == "r"
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 10**6), st.text(max_size=20),
+                          st.dictionaries(st.text(max_size=5),
+                                          st.one_of(st.integers(-10**9, 10**9), st.text(max_size=10),
+                                                    st.booleans(), st.none()), max_size=4)),
+                max_size=30))
+def test_property_round_trip(tmp_path_factory: pytest.TempPathFactory,
+                             rows: list[tuple[int, str, dict[str, object]]]) -> None:
+    import anyio
+
+    db = tmp_path_factory.mktemp("p") / "p.db"
+    evs = [EventRecord("e", i, float(t), 0.0, actor, "k", payload)
+           for i, (t, actor, payload) in enumerate(rows)]
+
+    async def go() -> None:
+        async with EventStore(db) as s:
+            await s.append_many(evs)
+
+    anyio.run(go)
+    with Reader(db) as r:
+        assert list(r.events("e")) == evs
