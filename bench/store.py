@@ -26,11 +26,11 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from coworkenv.store import EventRecord, EventStore, Reader  # noqa: E402
-from coworkenv.store._records import INSERT_EVENT  # noqa: E402
-from coworkenv.store._schema import PRAGMAS, migrate  # noqa: E402
-from coworkenv.workspace import execute_tool, replay_events  # noqa: E402
-from tests.conftest import company_seed  # noqa: E402
+from coworkenv.store import EventRecord, EventStore, Reader
+from coworkenv.store._records import INSERT_EVENT
+from coworkenv.store._schema import PRAGMAS, migrate
+from coworkenv.workspace import execute_tool, replay_events
+from tests.conftest import company_seed
 
 
 def payload(i: int) -> dict[str, object]:

@@ -11,16 +11,17 @@ from typing import Any
 
 from ._records import EpisodeRecord, EventRecord
 from ._schema import SCHEMA_VERSION
+from ._writer import EventStore
 from .errors import NotFoundError, SchemaError
 
 
 class Reader:
     """A read-only connection to a store (a file path, or an open :class:`EventStore`)."""
 
-    def __init__(self, source: str | Path | Any) -> None:
-        target = getattr(source, "target", None)
-        if target is not None:  # an EventStore (works for :memory: stores too)
+    def __init__(self, source: str | Path | EventStore) -> None:
+        if isinstance(source, EventStore):  # works for :memory: stores too
             self.where = source.path
+            target = source.target
             uri = target if source.uri else f"file:{Path(target).absolute()}?mode=ro"
         else:
             p = Path(source)

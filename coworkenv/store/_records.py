@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 encode_payload = json.JSONEncoder(separators=(",", ":"), sort_keys=True, ensure_ascii=False).encode
 """Canonical JSON text of a payload (a shared encoder: ``json.dumps`` with options builds one
@@ -66,10 +66,10 @@ class EpisodeRecord:
     state_hash: str | None
     outcome: dict[str, Any]
 
-    COLUMNS = ("episode_id, run_id, task_id, family, trial, attempt, seed, agent, role, status, "
+    COLUMNS: ClassVar[str] = ("episode_id, run_id, task_id, family, trial, attempt, seed, agent, role, status, "
                "started_at, finished_at, sim_time, turns, termination, failure_boundary, failure, "
                "completion, event_count, events_hash, state_hash, outcome")
 
     @classmethod
     def from_row(cls, row: tuple[Any, ...]) -> EpisodeRecord:
-        return cls(*row[:-1], json.loads(row[-1]))
+        return cls(*row[:-1], json.loads(row[-1]))  # type: ignore[call-arg]

@@ -208,7 +208,8 @@ class EventStore:
 
     # the writer task -------------------------------------------------------------------
     async def _run(self) -> None:
-        assert self._recv is not None and self._conn is not None
+        assert self._recv is not None
+        assert self._conn is not None
         recv, conn, settings = self._recv, self._conn, self.settings
         batch: list[_Item] = []
         try:
@@ -244,7 +245,8 @@ class EventStore:
         if writes:
             # One hop to aiosqlite's connection thread per batch: the whole transaction runs
             # there, so the event loop keeps producing while SQLite writes.
-            n = await conn._execute(_write_batch, conn._conn, writes)
+            run = conn._execute  # aiosqlite's own hop to its connection thread
+            n: int = await run(_write_batch, conn._conn, writes)  # type: ignore[no-untyped-call]
             self._batches += 1
             self._rows += n
         self._commit_seconds += time.perf_counter() - t0

@@ -34,7 +34,7 @@ class WorkspaceSeed(BaseModel):
 
     def events(self) -> list[tuple[str, dict[str, Any]]]:
         """``ws.*.seeded`` events, in a fixed order, that build this workspace from nothing."""
-        out = []
+        out: list[tuple[str, dict[str, Any]]] = []
         for app, rows in (("directory", self.people), ("email", self.emails),
                           ("channel", self.channels), ("chat", self.chat),
                           ("calendar", self.calendar), ("docs", self.docs),

@@ -132,7 +132,8 @@ def test_happy_path(seed: WorkspaceSeed, name: str, actor: str, args: dict[str, 
         assert out.events, "a write tool must emit events"
         assert state.state_hash() != before
     elif name != "email_read":
-        assert not out.events and state.state_hash() == before
+        assert not out.events
+        assert state.state_hash() == before
 
 
 @pytest.mark.parametrize(("name", "actor", "args", "code", "field"), REJECT,
@@ -146,7 +147,8 @@ def test_rejection(seed: WorkspaceSeed, name: str, actor: str, args: dict[str, A
     assert out.observation["error"]["code"] == code, out.observation
     assert out.observation["error"]["field"] == field, out.observation
     assert out.observation["error"]["message"]
-    assert not out.events and state.state_hash() == before
+    assert not out.events
+    assert state.state_hash() == before
 
 
 def test_unknown_tool_and_non_object_arguments(seed: WorkspaceSeed) -> None:

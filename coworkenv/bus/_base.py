@@ -1,0 +1,153 @@
+"""The ``Bus`` contract shared by every backend."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+import anyio
+
+from ._envelope import Envelope, new_id
+from ._router import Router, Subscription, SubscriptionStatistics
+from .errors import BusClosedError, BusTimeoutError
+
+
+@dataclass(frozen=True, slots=True)
+class BusStatistics:
+    published: int
+    subscriptions: list[SubscriptionStatistics]
+    in_flight: int = 0
+    """Published but not yet acknowledged by the broker (MQTT)."""
+    duplicates_dropped: int = 0
+    reconnects: int = 0
+
+
+class Bus(ABC):
+    """Publish envelopes; subscribe to MQTT-style topic filters; request/reply; close.
+
+    Use as ``async with bus:``. Topics are ``<prefix>/<run>/<episode>/...``, built with
+    :meth:`topic`, so that one episode's actors never see another's traffic.
+    """
+
+    def __init__(self, prefix: str = "coworkenv") -> None:
+        self.prefix = prefix.strip("/")
+        self.bus_id = new_id()[:12]
+        self._router = Router()
+        self._published = 0
+        self._closed = False
+        self._pending: dict[str, anyio.Event] = {}
+        self._replies: dict[str, Envelope] = {}
+        self._reply_sub: Subscription | None = None
+
+    # topics ------------------------------------------------------------------------------
+    def topic(self, run: str, episode: str, *parts: str) -> str:
+        return "/".join((self.prefix, run, episode, *parts))
+
+    def episode_filter(self, run: str, episode: str) -> str:
+        return f"{self.prefix}/{run}/{episode}/#"
+
+    # contract ----------------------------------------------------------------------------
+    @abstractmethod
+    async def publish(self, envelope: Envelope) -> None:
+        """Send one envelope to every matching subscription (waits when a buffer is full)."""
+
+    def subscribe(self, topic_filter: str, *, max_buffer: int = 1024
+                  ) -> AbstractAsyncContextManager[Subscription]:
+        """``async with bus.subscribe("p/run/ep/#") as sub: async for env in sub: ...``"""
+        return _SubscribeContext(self, topic_filter, max_buffer)
+
+    async def flush(self) -> None:  # noqa: B027  (optional for backends with no window)
+        """Wait until every published envelope has left this process."""
+
+    async def request(self, envelope: Envelope, *, timeout: float) -> Envelope:
+        """Publish ``envelope`` and wait for the reply that carries its correlation id."""
+        corr = envelope.correlation_id or new_id()
+        inbox = self.topic(envelope.run, envelope.episode, "_reply", self.bus_id)
+        env = envelope.model_copy(update={"correlation_id": corr, "reply_to": inbox})
+        done = self._pending[corr] = anyio.Event()
+        try:
+            await self.publish(env)
+            with anyio.fail_after(timeout):
+                await done.wait()
+        except TimeoutError:
+            raise BusTimeoutError(f"no reply to {env.kind} on {env.topic} within "
+                                  f"{timeout:g}s") from None
+        finally:
+            self._pending.pop(corr, None)
+        reply = self._replies.pop(corr, None)
+        if reply is None:  # woken without a reply: the bus failed or closed
+            self._check_failed()
+            raise BusClosedError(f"bus closed while waiting for a reply to {env.kind}")
+        return reply
+
+    async def reply(self, request: Envelope, *, sender: str, kind: str,
+                    payload: dict[str, Any]) -> None:
+        if request.reply_to is None:
+            raise ValueError(f"envelope {request.id} asked for no reply")
+        await self.publish(Envelope(run=request.run, episode=request.episode,
+                                    topic=request.reply_to, sender=sender, kind=kind,
+                                    payload=payload, sim_time=request.sim_time,
+                                    correlation_id=request.correlation_id))
+
+    def statistics(self) -> BusStatistics:
+        return BusStatistics(self._published, [s.statistics() for s in self._router.all()])
+
+    # lifecycle ---------------------------------------------------------------------------
+    async def __aenter__(self) -> Bus:
+        return self
+
+    async def __aexit__(self, et: type[BaseException] | None, ev: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Stop: publishing raises, and every subscription ends after its buffer drains."""
+        self._closed = True
+        for sub in self._router.all():
+            sub._end()
+        for ev in self._pending.values():
+            ev.set()
+
+    # shared machinery --------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self._closed:
+            raise BusClosedError("the bus is closed")
+
+    def _check_failed(self) -> None:
+        """Raise the backend's failure, if any (a lost broker, for MQTT)."""
+        self._check_open()
+
+    async def _add_subscription(self, sub: Subscription) -> None:
+        self._check_open()
+        self._router.add(sub)
+
+    async def _remove_subscription(self, sub: Subscription) -> None:
+        self._router.remove(sub)
+
+    async def _route(self, env: Envelope) -> None:
+        if env.correlation_id is not None and env.correlation_id in self._pending \
+                and env.topic.endswith(f"/_reply/{self.bus_id}"):
+            self._replies[env.correlation_id] = env
+            self._pending[env.correlation_id].set()
+            return
+        for sub in self._router.match(env.topic):
+            await sub._deliver(env)
+
+
+
+class _SubscribeContext:
+    def __init__(self, bus: Bus, topic_filter: str, max_buffer: int) -> None:
+        self.bus = bus
+        self.sub = Subscription(topic_filter, max_buffer, bus._remove_subscription)
+
+    async def __aenter__(self) -> Subscription:
+        await self.bus._add_subscription(self.sub)
+        return self.sub
+
+    async def __aexit__(self, et: type[BaseException] | None, ev: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        with anyio.CancelScope(shield=True):
+            await self.sub.aclose()

@@ -1,0 +1,53 @@
+"""The one envelope that travels on the bus, and topic helpers."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex
+
+
+class Envelope(BaseModel):
+    """Everything that travels on the bus; serialised as JSON for any MQTT client to read."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(default_factory=new_id, description="Unique id; receivers deduplicate by it")
+    run: str = Field(description="Run id")
+    episode: str = Field(description="Episode id")
+    topic: str = Field(description="Full topic: <prefix>/<run>/<episode>/...")
+    sender: str = Field(description="The actor that sent it")
+    kind: str = Field(description="What it is: message, tool_call, tool_result, notify, ...")
+    payload: dict[str, Any] = Field(default_factory=dict)
+    sim_time: float = Field(default=0.0, description="Simulated seconds since the episode began")
+    seq: int = Field(default=0, description="Sender-assigned sequence number")
+    correlation_id: str | None = Field(default=None, description="Pairs a reply with its request")
+    reply_to: str | None = Field(default=None, description="Topic a reply should go to")
+
+
+def topic_matches(topic_filter: str, topic: str) -> bool:
+    """MQTT wildcard matching: ``+`` is one level, ``#`` (last) is any number of levels."""
+    f = topic_filter.split("/")
+    t = topic.split("/")
+    for i, part in enumerate(f):
+        if part == "#":
+            return True
+        if i >= len(t):
+            return False
+        if part != "+" and part != t[i]:
+            return False
+    return len(f) == len(t)
+
+
+def validate_filter(topic_filter: str) -> None:
+    parts = topic_filter.split("/")
+    for i, p in enumerate(parts):
+        if "#" in p and (p != "#" or i != len(parts) - 1):
+            raise ValueError(f"topic filter {topic_filter!r}: '#' must be a whole last level")
+        if "+" in p and p != "+":
+            raise ValueError(f"topic filter {topic_filter!r}: '+' must be a whole level")

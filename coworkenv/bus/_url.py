@@ -1,0 +1,44 @@
+"""``--bus memory`` or ``--bus mqtt[s]://user:pass@host:port/prefix?qos=1&window=512``."""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from ._base import Bus
+from .errors import BusURLError
+from .memory import MemoryBus
+
+
+def open_bus(url: str = "memory", *, prefix: str | None = None) -> Bus:
+    """Build (not yet open) the bus a ``--bus`` value names; use it as ``async with``."""
+    if url in ("memory", "memory://", ""):
+        return MemoryBus(prefix or "coworkenv")
+    parts = urlsplit(url)
+    if parts.scheme not in ("mqtt", "mqtts"):
+        raise BusURLError(f"--bus: expected 'memory' or mqtt://[user:pass@]host[:port][/prefix], "
+                          f"got {url!r}")
+    if not parts.hostname:
+        raise BusURLError(f"--bus {url!r}: no host")
+    from .mqtt import MqttBus
+
+    q = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+    allowed = {"qos", "window", "max_batch", "client_id", "reconnect_timeout"}
+    if set(q) - allowed:
+        raise BusURLError(f"--bus {url!r}: unknown option(s) {sorted(set(q) - allowed)}; "
+                          f"known: {sorted(allowed)}")
+    try:
+        qos = int(q.get("qos", 1))
+        window = int(q.get("window", 4096))
+        max_batch = int(q.get("max_batch", 256))
+        reconnect = float(q.get("reconnect_timeout", 30))
+        port = parts.port or (8883 if parts.scheme == "mqtts" else 1883)
+    except ValueError as exc:
+        raise BusURLError(f"--bus {url!r}: {exc}") from None
+    if qos not in (0, 1, 2):
+        raise BusURLError(f"--bus {url!r}: qos must be 0, 1 or 2, got {qos}")
+    path_prefix = parts.path.strip("/")
+    return MqttBus(parts.hostname, port, prefix=prefix or path_prefix or "coworkenv",
+                   username=unquote(parts.username) if parts.username else None,
+                   password=unquote(parts.password) if parts.password else None,
+                   tls=parts.scheme == "mqtts", client_id=q.get("client_id"), qos=qos,
+                   window=window, max_batch=max_batch, reconnect_timeout=reconnect)

@@ -1,0 +1,321 @@
+"""The MQTT bus: aiomqtt against any MQTT 3.1.1/5 broker, with its own flow control.
+
+- QoS 1 by default; publishes run concurrently inside a bounded in-flight window (a slow or
+  absent broker makes publishers wait once the window is full; nothing is dropped).
+- Batching: envelopes published to the same topic in one burst (before the event loop turns)
+  travel as one MQTT message holding a JSON array of envelopes; a lone envelope travels as a
+  plain JSON object. Any MQTT client can read both forms; order per topic is kept.
+- The connection is supervised: after a broker restart it reconnects with backoff,
+  resubscribes, and re-sends every envelope the broker had not acknowledged, in order.
+- Receivers deduplicate by envelope id, so a redelivery after reconnect is harmless.
+- If the broker stays unreachable past ``reconnect_timeout``, publishers, flushes and readers
+  get :class:`BusConnectionError`; never a silent loss or a hang.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import ssl
+from collections import OrderedDict
+from typing import Any
+
+import aiomqtt
+import anyio
+from anyio.abc import TaskGroup, TaskStatus
+from pydantic import TypeAdapter
+
+from ._base import Bus, BusStatistics
+from ._envelope import Envelope, new_id
+from ._router import Subscription
+from .errors import BusConnectionError
+
+# aiomqtt warns once more than 10 publishes await their PUBACK; running many at once inside
+# a bounded window is this backend's design, so only its errors are of interest.
+_AIOMQTT_LOG = logging.getLogger("coworkenv.bus.aiomqtt")
+_AIOMQTT_LOG.setLevel(logging.ERROR)
+
+
+_ENVELOPES = TypeAdapter(list[Envelope])
+
+
+def _is_mqtt_error(exc: BaseException) -> bool:
+    if isinstance(exc, aiomqtt.MqttError):
+        return True
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_is_mqtt_error(e) for e in exc.exceptions)
+    return False
+
+
+class MqttBus(Bus):
+    def __init__(self, host: str = "127.0.0.1", port: int = 1883, *,
+                 prefix: str = "coworkenv", username: str | None = None,
+                 password: str | None = None, tls: bool = False,
+                 tls_context: ssl.SSLContext | None = None, client_id: str | None = None,
+                 qos: int = 1, window: int = 4096, max_batch: int = 256,
+                 reconnect_timeout: float = 30.0, persistent_session: bool = True,
+                 dedup_size: int = 200_000) -> None:
+        super().__init__(prefix)
+        self.host, self.port = host, port
+        self.username, self.password = username, password
+        self.tls_context = tls_context or (ssl.create_default_context() if tls else None)
+        self.client_id = client_id or f"coworkenv-{new_id()[:16]}"
+        self.qos = qos
+        self.window = window
+        self.max_batch = max_batch
+        self.reconnect_timeout = reconnect_timeout
+        self.persistent_session = persistent_session
+        self._window = anyio.Semaphore(window)
+        self._unacked: OrderedDict[str, tuple[str, bytes, int]] = OrderedDict()
+        self._outbox: dict[str, list[bytes]] = {}
+        self._outbox_ready = anyio.Event()
+        self._sending: set[str] = set()
+        self._drained = anyio.Event()
+        self._drained.set()
+        self._filters: dict[str, int] = {}
+        self._seen: OrderedDict[str, None] = OrderedDict()
+        self._dedup_size = dedup_size
+        self._duplicates = 0
+        self._reconnects = 0
+        self._client: aiomqtt.Client | None = None
+        self._conn_tg: TaskGroup | None = None
+        self._connected = anyio.Event()
+        self._failure: BusConnectionError | None = None
+        self._tg: TaskGroup | None = None
+        self._stop = anyio.Event()
+
+    def __repr__(self) -> str:
+        return f"MqttBus({self.host}:{self.port}, prefix={self.prefix!r})"
+
+    # lifecycle ---------------------------------------------------------------------------
+    async def __aenter__(self) -> MqttBus:
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        try:
+            await self._tg.start(self._supervise, name=f"mqtt-bus:{self.client_id}")
+            self._tg.start_soon(self._batcher, name=f"mqtt-batcher:{self.client_id}")
+        except BaseException:
+            self._tg.cancel_scope.cancel()
+            await self._tg.__aexit__(None, None, None)
+            raise
+        return self
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        if self._failure is None:
+            with anyio.move_on_after(10):
+                await self.flush()
+        client = self._client
+        if client is not None and self._failure is None:
+            with anyio.move_on_after(5):  # leave no queued-for-us messages on the broker
+                for f in list(self._filters):
+                    await client.unsubscribe(f)
+                await client.unsubscribe(self._inbox_filter())
+        await super().aclose()
+        self._stop.set()
+        if self._tg is not None:
+            self._tg.cancel_scope.cancel()
+            await self._tg.__aexit__(None, None, None)
+            self._tg = None
+
+    def _inbox_filter(self) -> str:
+        return f"{self.prefix}/+/+/_reply/{self.bus_id}"
+
+    async def _supervise(self, *, task_status: TaskStatus[None]) -> None:
+        started = False
+        backoff = 0.05
+        down_since = anyio.current_time()
+        client: aiomqtt.Client | None = None
+        while not self._stop.is_set():
+            try:
+                async with aiomqtt.Client(
+                    self.host, self.port, username=self.username, password=self.password,
+                    identifier=self.client_id, clean_session=not self.persistent_session,
+                    tls_context=self.tls_context, timeout=10, keepalive=15,
+                    max_inflight_messages=max(20, self.window // max(1, self.max_batch) * 2),
+                    logger=_AIOMQTT_LOG,
+                ) as client, anyio.create_task_group() as conn_tg:
+                    for f in [*self._filters, self._inbox_filter()]:
+                        await client.subscribe(f, qos=self.qos)
+                    self._client, self._conn_tg = client, conn_tg
+                    self._sending.clear()
+                    for eid in list(self._unacked):  # re-send what the broker never acked
+                        self._spawn(eid)
+                    self._connected.set()
+                    backoff = 0.05
+                    if not started:
+                        started = True
+                        task_status.started()
+                    else:
+                        self._reconnects += 1
+                    async for message in client.messages:
+                        await self._on_message(message)
+            except Exception as exc:
+                if not _is_mqtt_error(exc):
+                    raise
+                self._client, self._conn_tg = None, None
+                if client is not None:
+                    await self._drain_received(client)
+                if self._connected.is_set():
+                    self._connected = anyio.Event()
+                    down_since = anyio.current_time()
+                if anyio.current_time() - down_since > self.reconnect_timeout:
+                    self._fail(BusConnectionError(
+                        f"MQTT broker {self.host}:{self.port} unreachable for more than "
+                        f"{self.reconnect_timeout:g}s: {exc}"))
+                    if not started:
+                        raise self._failure from exc  # type: ignore[misc]
+                    return
+                await anyio.sleep(backoff)
+                backoff = min(backoff * 2, 1.0)
+
+    async def _drain_received(self, client: aiomqtt.Client) -> None:
+        """Route what the client received (and the broker saw acknowledged) before it died.
+
+        paho acknowledges a QoS 1 message as soon as it is queued for us; aiomqtt's iterator
+        stops at a disconnect even when that queue still holds messages. Dropping them would
+        lose messages the broker will never resend.
+        """
+        queue = client._queue  # aiomqtt keeps received messages here
+        while True:
+            try:
+                message = queue.get_nowait()
+            except asyncio.QueueEmpty:
+                return
+            await self._on_message(message)
+
+    def _fail(self, error: BusConnectionError) -> None:
+        self._failure = error
+        for sub in self._router.all():
+            sub._end(error)
+        self._connected.set()  # wake everyone who waits for a connection
+        self._drained.set()
+        for ev in self._pending.values():
+            ev.set()
+
+    def _check_failed(self) -> None:
+        if self._failure is not None:
+            raise self._failure
+        self._check_open()
+
+    # publishing --------------------------------------------------------------------------
+    async def publish(self, envelope: Envelope) -> None:
+        self._check_open()
+        self._check_failed()
+        try:  # no checkpoint while the window has room, so a burst can form one batch
+            self._window.acquire_nowait()
+        except anyio.WouldBlock:
+            await self._window.acquire()
+            self._check_failed()
+        self._published += 1
+        self._outbox.setdefault(envelope.topic, []).append(envelope.model_dump_json().encode())
+        if self._drained.is_set():
+            self._drained = anyio.Event()
+        self._outbox_ready.set()
+
+    async def _batcher(self) -> None:
+        """Turn each burst of envelopes into one message per topic (up to ``max_batch``)."""
+        while True:
+            await self._outbox_ready.wait()
+            self._outbox_ready = anyio.Event()
+            outbox, self._outbox = self._outbox, {}
+            for topic, items in outbox.items():
+                for i in range(0, len(items), self.max_batch):
+                    chunk = items[i : i + self.max_batch]
+                    data = chunk[0] if len(chunk) == 1 else b"[" + b",".join(chunk) + b"]"
+                    bid = new_id()
+                    self._unacked[bid] = (topic, data, len(chunk))
+                    self._spawn(bid)
+
+    def _spawn(self, bid: str) -> None:
+        if bid not in self._sending and self._conn_tg is not None and self._client is not None:
+            self._sending.add(bid)
+            self._conn_tg.start_soon(self._send_one, self._client, bid)
+
+    async def _send_one(self, client: aiomqtt.Client, bid: str) -> None:
+        topic, data, count = self._unacked[bid]
+        while True:
+            try:
+                await client.publish(topic, data, qos=self.qos, timeout=math.inf)
+                break
+            except aiomqtt.MqttError:
+                await anyio.sleep(0.2)
+                if client is not self._client:
+                    # the connection went down; the supervisor re-sends after reconnect
+                    await anyio.sleep_forever()
+        del self._unacked[bid]
+        self._sending.discard(bid)
+        for _ in range(count):
+            self._window.release()
+        if not self._unacked and not self._outbox:
+            self._drained.set()
+
+    async def flush(self) -> None:
+        """Wait until the broker has acknowledged every published envelope."""
+        while not self._drained.is_set():
+            await self._drained.wait()
+        self._check_failed()
+
+    # receiving ---------------------------------------------------------------------------
+    async def _on_message(self, message: aiomqtt.Message) -> None:
+        payload = message.payload
+        if not isinstance(payload, bytes | bytearray):
+            return
+        try:
+            if payload[:1] == b"[":
+                envs = _ENVELOPES.validate_json(payload)
+            else:
+                envs = [Envelope.model_validate_json(payload)]
+        except ValueError:
+            return  # not ours: some other client published on our prefix
+        for env in envs:
+            if env.id in self._seen:
+                self._duplicates += 1
+                continue
+            self._seen[env.id] = None
+            if len(self._seen) > self._dedup_size:
+                self._seen.popitem(last=False)
+            await self._route(env)
+
+    async def _add_subscription(self, sub: Subscription) -> None:
+        self._check_open()
+        self._check_failed()
+        self._router.add(sub)
+        n = self._filters.get(sub.topic_filter, 0)
+        self._filters[sub.topic_filter] = n + 1
+        if n == 0:
+            client = await self._wait_connected()
+            await client.subscribe(sub.topic_filter, qos=self.qos)
+
+    async def _remove_subscription(self, sub: Subscription) -> None:
+        self._router.remove(sub)
+        n = self._filters.get(sub.topic_filter, 0) - 1
+        if n > 0:
+            self._filters[sub.topic_filter] = n
+            return
+        self._filters.pop(sub.topic_filter, None)
+        if self._client is not None and not self._closed:
+            try:
+                with anyio.move_on_after(5):
+                    await self._client.unsubscribe(sub.topic_filter)
+            except aiomqtt.MqttError:
+                pass  # the session ends with the connection; nothing left to clean
+
+    async def _wait_connected(self) -> aiomqtt.Client:
+        while True:
+            self._check_failed()
+            client = self._client
+            if client is not None:
+                return client
+            await self._connected.wait()
+
+    def statistics(self) -> BusStatistics:
+        base = super().statistics()
+        return BusStatistics(base.published, base.subscriptions, len(self._unacked),
+                             self._duplicates, self._reconnects)
+
+    def describe(self) -> dict[str, Any]:
+        return {"host": self.host, "port": self.port, "prefix": self.prefix, "qos": self.qos,
+                "window": self.window, "max_batch": self.max_batch}

@@ -1,0 +1,168 @@
+"""The MQTT backend against brokers this test starts, restarts and kills itself."""
+
+from __future__ import annotations
+
+import getpass
+import json
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import anyio.lowlevel
+import pytest
+
+from coworkenv.bus import BusConnectionError, Envelope, MqttBus
+
+pytestmark = [pytest.mark.anyio, pytest.mark.mqtt, pytest.mark.slow]
+
+MOSQUITTO = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Broker:
+    """A Mosquitto of our own on a free port, with persistence, that we can stop and start."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.port = free_port()
+        self.conf = workdir / "mosquitto.conf"
+        (workdir / "data").mkdir()
+        self.conf.write_text(
+            # run as whoever starts it (root drops to "mosquitto", which cannot write here)
+            f"user {getpass.getuser()}\n"
+            f"listener {self.port} 127.0.0.1\nallow_anonymous true\npersistence true\n"
+            f"persistence_location {workdir / 'data'}/\nmax_queued_messages 100000\n"
+            f"log_dest file {workdir / 'broker.log'}\n")
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen([MOSQUITTO, "-c", str(self.conf)])
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError("mosquitto did not start")
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.proc is not None:
+            self.proc.send_signal(sig)
+            self.proc.wait(10)
+            self.proc = None
+
+
+@pytest.fixture
+def own_broker(tmp_path: Path) -> Iterator[Broker]:
+    b = Broker(tmp_path)
+    b.start()
+    yield b
+    b.stop(signal.SIGKILL)
+
+
+def env(bus: MqttBus, i: int) -> Envelope:
+    return Envelope(run="r", episode="e", topic=bus.topic("r", "e", "stream"), sender="p",
+                    kind="message", payload={"i": i})
+
+
+async def test_broker_restart_mid_stream_delivers_every_message_once(own_broker: Broker) -> None:
+    n = 3000
+    got: list[int] = []
+    sub_bus = MqttBus("127.0.0.1", own_broker.port, prefix="fault")
+    pub_bus = MqttBus("127.0.0.1", own_broker.port, prefix="fault")
+    async with sub_bus, pub_bus, sub_bus.subscribe("fault/r/e/#", max_buffer=n) as sub:
+        async def receive_all() -> None:
+            async for e in sub:
+                got.append(e.payload["i"])
+                if len(set(got)) == n:
+                    return
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(receive_all)
+            for i in range(n):
+                await pub_bus.publish(env(pub_bus, i))
+                if i == n // 3:
+                    await pub_bus.flush()
+                    own_broker.stop()  # graceful restart: the broker saves its queues
+                    await anyio.sleep(0.3)
+                    own_broker.start()
+                if i % 100 == 0:
+                    await anyio.lowlevel.checkpoint()
+            with anyio.fail_after(60):
+                await pub_bus.flush()
+            with anyio.move_on_after(20):
+                while len(set(got)) < n:
+                    await anyio.sleep(0.05)
+            missing = sorted(set(range(n)) - set(got))
+            assert not missing, (len(missing), missing[:5], missing[-5:],
+                                 pub_bus.statistics().reconnects,
+                                 sub_bus.statistics().reconnects)
+            tg.cancel_scope.cancel()
+        assert sorted(got) == list(range(n))  # every message, exactly once after dedup
+        assert pub_bus.statistics().reconnects >= 1
+        assert sub_bus.statistics().reconnects >= 1
+
+
+async def test_broker_killed_for_good_raises_a_clear_error(own_broker: Broker) -> None:
+    bus = MqttBus("127.0.0.1", own_broker.port, prefix="dead", reconnect_timeout=1.5)
+    async with bus, bus.subscribe("dead/#") as sub:
+        own_broker.stop(signal.SIGKILL)
+        with anyio.fail_after(15), pytest.raises(BusConnectionError, match="unreachable"):
+            async for _ in sub:
+                pass
+        with pytest.raises(BusConnectionError):
+            await bus.publish(env(bus, 1))
+
+
+async def test_unreachable_broker_fails_fast_on_open() -> None:
+    bus = MqttBus("127.0.0.1", free_port(), prefix="none", reconnect_timeout=1.0)
+    with anyio.fail_after(15), pytest.raises(BusConnectionError, match="unreachable"):
+        async with bus:
+            pass
+
+
+async def test_mosquitto_sub_reads_our_json_envelopes(broker: tuple[str, int]) -> None:
+    """Interoperability: a third-party client sees plain JSON on our topics: one envelope per
+    message, or a JSON array of envelopes when a burst was batched."""
+    host, port = broker
+    prefix = f"interop-{time.time_ns()}"
+    proc = subprocess.Popen(["mosquitto_sub", "-h", host, "-p", str(port), "-t", f"{prefix}/#",
+                             "-v", "-C", "4", "-W", "20"], stdout=subprocess.PIPE, text=True)
+    await anyio.sleep(0.5)  # let it subscribe
+    bus = MqttBus(host, port, prefix=prefix)
+
+    def make(i: int) -> Envelope:
+        return Envelope(run="r", episode="e", topic=bus.topic("r", "e", "agent"),
+                        sender="agent", kind="tool_call", payload={"tool": "email_list", "i": i})
+
+    async with bus:
+        for i in range(3):  # one at a time: each travels alone
+            await bus.publish(make(i))
+            await bus.flush()
+        for i in range(3, 6):  # a burst: one message carrying three envelopes
+            await bus.publish(make(i))
+        await bus.flush()
+    out, _ = proc.communicate(timeout=30)
+    lines = out.strip().splitlines()
+    assert len(lines) == 4
+    seen = []
+    for line in lines:
+        topic, _, body = line.partition(" ")
+        assert topic == f"{prefix}/r/e/agent"
+        data = json.loads(body)
+        for item in data if isinstance(data, list) else [data]:
+            e = Envelope.model_validate(item)
+            assert (e.kind, e.sender) == ("tool_call", "agent")
+            seen.append(e.payload["i"])
+    assert seen == list(range(6))
+    assert isinstance(json.loads(lines[-1].partition(" ")[2]), list)

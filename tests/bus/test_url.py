@@ -1,0 +1,41 @@
+from __future__ import annotations
+
+import pytest
+
+from coworkenv.bus import BusURLError, MemoryBus, MqttBus, open_bus, topic_matches
+
+
+def test_memory_is_the_default() -> None:
+    assert isinstance(open_bus(), MemoryBus)
+    assert isinstance(open_bus("memory"), MemoryBus)
+
+
+def test_mqtt_url() -> None:
+    b = open_bus("mqtt://u%40x:p%3Aw@broker.example:1884/lab/a?qos=0&window=64")
+    assert isinstance(b, MqttBus)
+    assert (b.host, b.port, b.prefix, b.username, b.password, b.qos, b.window) == (
+        "broker.example", 1884, "lab/a", "u@x", "p:w", 0, 64)
+    s = open_bus("mqtts://h")
+    assert isinstance(s, MqttBus)
+    assert (s.port, s.prefix, s.tls_context is not None) == (8883, "coworkenv", True)
+
+
+@pytest.mark.parametrize(("url", "msg"), [
+    ("redis://h", "expected 'memory'"),
+    ("mqtt://", "no host"),
+    ("mqtt://h?qos=3", "qos must be"),
+    ("mqtt://h?speed=1", "unknown option"),
+    ("mqtt://h:99999", "Port out of range"),
+])
+def test_bad_urls_say_what_is_wrong(url: str, msg: str) -> None:
+    with pytest.raises(BusURLError, match=msg):
+        open_bus(url)
+
+
+@pytest.mark.parametrize(("f", "t", "ok"), [
+    ("a/b/c", "a/b/c", True), ("a/+/c", "a/b/c", True), ("a/#", "a/b/c", True),
+    ("a/#", "a", True), ("#", "a/b", True), ("a/+", "a/b/c", False), ("a/b", "a/b/c", False),
+    ("+/+", "a/b", True), ("a/+/c", "a/b/d", False),
+])
+def test_topic_matching(f: str, t: str, ok: bool) -> None:
+    assert topic_matches(f, t) is ok

@@ -1,0 +1,43 @@
+"""Pin every public ``__all__``: adding or removing a public name is a deliberate change."""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PUBLIC = {
+    "coworkenv.bus": ["Bus", "BusClosedError", "BusConnectionError", "BusError", "BusStatistics",
+                      "BusTimeoutError", "BusURLError", "Envelope", "MemoryBus", "MqttBus",
+                      "Subscription", "SubscriptionStatistics", "new_id", "open_bus",
+                      "topic_matches"],
+    "coworkenv.store": ["SCHEMA_VERSION", "EpisodeRecord", "EventRecord", "EventStore",
+                        "NotFoundError", "Reader", "SchemaError", "StoreClosedError", "StoreError",
+                        "WriterSettings", "WriterStatistics", "migrate"],
+}
+
+
+@pytest.mark.parametrize("module", sorted(PUBLIC))
+def test_all_is_pinned(module: str) -> None:
+    mod = importlib.import_module(module)
+    assert sorted(mod.__all__) == sorted(PUBLIC[module])
+    for name in mod.__all__:
+        assert hasattr(mod, name), name
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_ruff() -> None:
+    r = subprocess.run([sys.executable, "-m", "ruff", "check", "coworkenv", "tests", "bench"],
+                       cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+@pytest.mark.slow
+def test_mypy_strict() -> None:
+    r = subprocess.run([sys.executable, "-m", "mypy"], cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
