@@ -66,7 +66,8 @@ class EpisodeRecord:
     state_hash: str | None
     outcome: dict[str, Any]
 
-    COLUMNS: ClassVar[str] = ("episode_id, run_id, task_id, family, trial, attempt, seed, agent, role, status, "
+    COLUMNS: ClassVar[str] = (
+               "episode_id, run_id, task_id, family, trial, attempt, seed, agent, role, status, "
                "started_at, finished_at, sim_time, turns, termination, failure_boundary, failure, "
                "completion, event_count, events_hash, state_hash, outcome")
 
