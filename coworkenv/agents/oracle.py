@@ -1,0 +1,96 @@
+"""Agents that need no model: the oracle (runs the reference solution) and the no-op."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..bus import Envelope
+from ..sim.actor import Actor, ActorContext
+from ..sim.task import FinishStep, MessageStep, Step, ToolStep, WaitStep, resolve_refs
+
+
+@dataclass
+class OracleAgent(Actor):
+    """Executes a task's reference solution through the same bus and tools as any agent.
+
+    It waits where the solution says to wait (for a person's reply, a notification, or a
+    stretch of time), so it exercises the simulator exactly as a model-backed agent would.
+    """
+
+    steps: list[Step]
+    role: str = "agent"
+    pc: int = 0
+    results: dict[str, Any] = field(default_factory=dict)
+    waiting: dict[str, Any] | None = None
+    started: bool = False
+    inbox: list[Envelope] = field(default_factory=list)
+    """Messages and notifications not yet waited for (replies may come in any order)."""
+
+    async def handle(self, envelope: Envelope, ctx: ActorContext) -> None:
+        if envelope.kind == "task" and not self.started:
+            self.started = True
+            self._advance(ctx)
+            return
+        if self.waiting is None or not self._satisfies(envelope, ctx):
+            if envelope.kind in ("message", "notify"):
+                self.inbox.append(envelope)
+            return
+        if envelope.kind == "tool_result":
+            step = self.steps[self.pc - 1]
+            if isinstance(step, ToolStep) and step.id:
+                self.results[step.id] = envelope.payload.get("result")
+        self.waiting = None
+        self._advance(ctx)
+
+    def _satisfies(self, env: Envelope, ctx: ActorContext) -> bool:
+        w = self.waiting or {}
+        p = env.payload
+        if "call_id" in w:
+            return env.kind == "tool_result" and p.get("call_id") == w["call_id"]
+        if "timer" in w:
+            return env.kind == "timer" and p.get("id") == w["timer"]
+        if "person" in w:
+            sender = p.get("from") if env.kind == "message" else p.get("sender")
+            return env.kind in ("message", "notify") and sender == w["person"]
+        if "notification" in w:
+            return env.kind == "notify" and p.get("notification") == w["notification"]
+        return False
+
+    def _advance(self, ctx: ActorContext) -> None:
+        while self.pc < len(self.steps):
+            step = self.steps[self.pc]
+            self.pc += 1
+            if isinstance(step, ToolStep):
+                call_id = ctx.call_tool(step.tool, resolve_refs(step.args, self.results))
+                self.waiting = {"call_id": call_id}
+                return
+            if isinstance(step, MessageStep):
+                ctx.say(step.to, str(resolve_refs(step.text, self.results)))
+            elif isinstance(step, WaitStep):
+                if step.minutes is not None:
+                    ctx.timer(step.minutes * 60, id=self.pc)
+                    self.waiting = {"timer": self.pc}
+                elif step.message_from is not None:
+                    self.waiting = {"person": step.message_from}
+                else:
+                    self.waiting = {"notification": step.notification}
+                early = next((e for e in self.inbox if self._satisfies(e, ctx)), None)
+                if early is None:
+                    return
+                self.inbox.remove(early)  # it already came: go on
+                self.waiting = None
+            elif isinstance(step, FinishStep):
+                ctx.finish(step.summary)
+                return
+        ctx.finish("reference solution complete")
+
+
+class NoopAgent(Actor):
+    """Does nothing and finishes at once: the baseline every task's checks must fail."""
+
+    role = "agent"
+
+    async def handle(self, envelope: Envelope, ctx: ActorContext) -> None:
+        if envelope.kind == "task":
+            ctx.finish("no-op")

@@ -1,0 +1,18 @@
+"""The simulator: tasks, virtual time, the episode kernel, checks and the concurrent runner."""
+
+from .actor import Actor, ActorContext
+from .checks import CheckResult, evaluate_checks, projection_db
+from .clock import Clock, VirtualClock, WallClock, make_clock
+from .episode import EpisodeKernel, EpisodeResult, EpisodeSpec, events_hash
+from .errors import EpisodeFailure, RunConfigError, SimError, TaskFileError
+from .loader import builtin_tasks, load_task_file, load_tasks, parse_task
+from .runner import RunOptions, episode_seed, new_run_id, run_episodes
+from .task import Capability, CastMember, Fact, Task
+
+__all__ = [
+    "Actor", "ActorContext", "Capability", "CastMember", "CheckResult", "Clock", "EpisodeFailure",
+    "EpisodeKernel", "EpisodeResult", "EpisodeSpec", "Fact", "RunConfigError", "RunOptions",
+    "SimError", "Task", "TaskFileError", "VirtualClock", "WallClock", "builtin_tasks",
+    "episode_seed", "evaluate_checks", "events_hash", "load_task_file", "load_tasks",
+    "make_clock", "new_run_id", "parse_task", "projection_db", "run_episodes",
+]

@@ -1,0 +1,103 @@
+"""The actor contract: what every policy in an episode receives and emits.
+
+An actor receives envelopes addressed to it (``task``, ``message``, ``notify``,
+``tool_result``, ``timer``, ...) through :meth:`Actor.handle` and acts only through its
+:class:`ActorContext`: sending messages, calling workspace tools, setting timers, finishing.
+The agent under training is given no access to the task's hidden facts or checks.
+"""
+
+from __future__ import annotations
+
+import random
+from abc import ABC, abstractmethod
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+from ..bus import Envelope
+
+
+class Kernel(Protocol):
+    """What a context needs from the episode kernel."""
+
+    start: datetime
+
+    @property
+    def clock_now(self) -> float: ...
+
+    def submit(self, sender: str, to: str, kind: str, payload: dict[str, Any],
+               delay: float) -> None: ...
+
+    def actor_for(self, person: str) -> str | None: ...
+
+    def person_for(self, actor: str) -> str | None: ...
+
+
+class ActorContext:
+    """An actor's handle on its episode."""
+
+    def __init__(self, kernel: Kernel, name: str, person: str | None, seed: int) -> None:
+        self._kernel = kernel
+        self.name = name
+        self.person = person
+        self.rng = random.Random(seed)
+        self._calls = 0
+
+    @property
+    def now(self) -> float:
+        """Simulated seconds since the episode started."""
+        return self._kernel.clock_now
+
+    @property
+    def now_dt(self) -> datetime:
+        return self._kernel.start + timedelta(seconds=self._kernel.clock_now)
+
+    @property
+    def start(self) -> datetime:
+        return self._kernel.start
+
+    def send(self, to: str, kind: str, payload: dict[str, Any], *, delay: float = 0.0) -> None:
+        """Send an envelope to another actor (by actor name), ``delay`` simulated seconds on."""
+        self._kernel.submit(self.name, to, kind, payload, delay)
+
+    def say(self, person: str, text: str, *, delay: float = 0.0, **extra: Any) -> None:
+        """A direct message to a person (the user or a coworker), by person id."""
+        to = self._kernel.actor_for(person)
+        if to is None:
+            raise ValueError(f"{person!r} is not someone in this episode who can be messaged")
+        self.send(to, "message", {"from": self.person, "text": text, **extra},
+                  delay=delay)
+
+    def call_tool(self, tool: str, arguments: dict[str, Any], *, delay: float = 0.0,
+                  as_person: str | None = None) -> str:
+        """Ask the tool service to run a tool; the result comes back as a ``tool_result``."""
+        self._calls += 1
+        call_id = f"{self.name}-{self._calls}"
+        payload: dict[str, Any] = {"call_id": call_id, "tool": tool, "arguments": arguments}
+        if as_person is not None:
+            payload["as"] = as_person
+        self.send("tools", "tool_call", payload, delay=delay)
+        return call_id
+
+    def timer(self, delay: float, **payload: Any) -> None:
+        """Wake this actor with a ``timer`` envelope after ``delay`` simulated seconds."""
+        self.send(self.name, "timer", payload, delay=delay)
+
+    def finish(self, summary: str = "") -> None:
+        """The agent says it is done (ends the episode)."""
+        self.send("kernel", "finish", {"summary": summary})
+
+    def actor_for(self, person: str) -> str | None:
+        return self._kernel.actor_for(person)
+
+    def person_for(self, actor: str) -> str | None:
+        return self._kernel.person_for(actor)
+
+
+class Actor(ABC):
+    """A policy in an episode. ``handle`` runs for one envelope at a time."""
+
+    role: str = "actor"
+
+    @abstractmethod
+    async def handle(self, envelope: Envelope, ctx: ActorContext) -> None:
+        """React to one envelope. Raising fails the episode at this actor's boundary."""

@@ -1,0 +1,262 @@
+"""Completion checks over the final workspace and the trajectory.
+
+SQL checks run on a read-only, in-memory copy of the projection (tables below) through a
+connection that refuses every write and every ATTACH. Typed checks read the state directly;
+trajectory checks read the recorded events. Each result cites the event seqs it rests on.
+
+Tables: people, emails, email_recipients(email_id, person, field), channels,
+channel_members(channel_id, person), chat_messages, calendar_events,
+calendar_attendees(event_id, person, response), documents,
+document_permissions(doc_id, person, permission), tickets, ticket_comments.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..store import EventRecord
+from ..workspace import WorkspaceState
+from .task import (
+    AskedBeforeCheck,
+    CalendarEventCheck,
+    ChatMessageCheck,
+    Check,
+    DocCheck,
+    EmailSentCheck,
+    NoToolCheck,
+    SqlCheck,
+    Task,
+    TicketCheck,
+    ToolOrderCheck,
+)
+
+
+@dataclass(slots=True)
+class CheckResult:
+    id: str
+    kind: str
+    weight: float
+    passed: bool
+    detail: str
+    evidence: list[int] = field(default_factory=list)
+
+
+SCHEMA = """
+CREATE TABLE people (id TEXT PRIMARY KEY, name TEXT, email TEXT, role TEXT, team TEXT,
+  manager TEXT, timezone TEXT, external INTEGER);
+CREATE TABLE emails (id TEXT PRIMARY KEY, sender TEXT, subject TEXT, body TEXT, thread TEXT,
+  in_reply_to TEXT, sent_at TEXT, attachments TEXT, deleted_by TEXT);
+CREATE TABLE email_recipients (email_id TEXT, person TEXT, field TEXT);
+CREATE TABLE channels (id TEXT PRIMARY KEY, name TEXT, internal_only INTEGER, is_dm INTEGER);
+CREATE TABLE channel_members (channel_id TEXT, person TEXT);
+CREATE TABLE chat_messages (id TEXT PRIMARY KEY, channel TEXT, sender TEXT, text TEXT,
+  sent_at TEXT);
+CREATE TABLE calendar_events (id TEXT PRIMARY KEY, title TEXT, organizer TEXT, start TEXT,
+  "end" TEXT, timezone TEXT, location TEXT, status TEXT);
+CREATE TABLE calendar_attendees (event_id TEXT, person TEXT, response TEXT);
+CREATE TABLE documents (id TEXT PRIMARY KEY, title TEXT, owner TEXT, content TEXT,
+  confidentiality TEXT);
+CREATE TABLE document_permissions (doc_id TEXT, person TEXT, permission TEXT);
+CREATE TABLE tickets (id TEXT PRIMARY KEY, title TEXT, description TEXT, reporter TEXT,
+  assignee TEXT, status TEXT, priority TEXT);
+CREATE TABLE ticket_comments (ticket_id TEXT, author TEXT, text TEXT);
+"""
+
+_READ_ONLY_ACTIONS = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION}
+
+
+def _authorizer(action: int, *_: Any) -> int:
+    return sqlite3.SQLITE_OK if action in _READ_ONLY_ACTIONS else sqlite3.SQLITE_DENY
+
+
+def projection_db(state: WorkspaceState) -> sqlite3.Connection:
+    """The projection as SQLite tables, in memory, then locked read-only."""
+    db = sqlite3.connect(":memory:")
+    db.executescript(SCHEMA)
+    ins = db.executemany
+    ins("INSERT INTO people VALUES (?,?,?,?,?,?,?,?)", [
+        (p.id, p.name, p.email, p.role, p.team, p.manager, p.timezone, int(p.external))
+        for p in state.people.values()])
+    ins("INSERT INTO emails VALUES (?,?,?,?,?,?,?,?,?)", [
+        (m.id, m.sender, m.subject, m.body, m.thread, m.in_reply_to, m.sent_at,
+         json.dumps(m.attachments), json.dumps(m.deleted_by)) for m in state.emails.values()])
+    ins("INSERT INTO email_recipients VALUES (?,?,?)", [
+        (m.id, p, f) for m in state.emails.values() for f, ps in (("to", m.to), ("cc", m.cc))
+        for p in ps])
+    ins("INSERT INTO channels VALUES (?,?,?,?)", [
+        (c.id, c.name, int(c.internal_only), int(c.is_dm)) for c in state.channels.values()])
+    ins("INSERT INTO channel_members VALUES (?,?)", [
+        (c.id, p) for c in state.channels.values() for p in c.members])
+    ins("INSERT INTO chat_messages VALUES (?,?,?,?,?)", [
+        (m.id, m.channel, m.sender, m.text, m.sent_at) for m in state.chat.values()])
+    ins("INSERT INTO calendar_events VALUES (?,?,?,?,?,?,?,?)", [
+        (e.id, e.title, e.organizer, e.start, e.end, e.timezone, e.location, e.status)
+        for e in state.calendar.values()])
+    ins("INSERT INTO calendar_attendees VALUES (?,?,?)", [
+        (e.id, p, r) for e in state.calendar.values() for p, r in e.attendees.items()])
+    ins("INSERT INTO documents VALUES (?,?,?,?,?)", [
+        (d.id, d.title, d.owner, d.content, d.confidentiality) for d in state.docs.values()])
+    ins("INSERT INTO document_permissions VALUES (?,?,?)", [
+        (d.id, p, perm) for d in state.docs.values() for p, perm in d.permissions.items()])
+    ins("INSERT INTO tickets VALUES (?,?,?,?,?,?,?)", [
+        (t.id, t.title, t.description, t.reporter, t.assignee, t.status, t.priority)
+        for t in state.tickets.values()])
+    ins("INSERT INTO ticket_comments VALUES (?,?,?)", [
+        (t.id, c.author, c.text) for t in state.tickets.values() for c in t.comments])
+    db.commit()
+    db.execute("PRAGMA query_only=ON")
+    db.set_authorizer(_authorizer)
+    return db
+
+
+def run_sql(db: sqlite3.Connection, query: str) -> list[list[Any]]:
+    return [list(r) for r in db.execute(query).fetchall()]
+
+
+# trajectory helpers ---------------------------------------------------------------------
+def agent_tool_calls(events: list[EventRecord]) -> list[tuple[EventRecord, EventRecord | None]]:
+    """Each tool call the agent made, with the result it got (None if it never came)."""
+    calls: dict[str, EventRecord] = {}
+    out: list[tuple[EventRecord, EventRecord | None]] = []
+    index: dict[str, int] = {}
+    for e in events:
+        if e.kind == "tool_call" and e.actor == "agent":
+            cid = str(e.payload.get("call_id"))
+            calls[cid] = e
+            index[cid] = len(out)
+            out.append((e, None))
+        elif e.kind == "tool_result" and e.payload.get("to") == "agent":
+            cid = str(e.payload.get("call_id"))
+            if cid in index:
+                out[index[cid]] = (calls[cid], e)
+    return out
+
+
+def _contains_all(text: str, needles: list[str]) -> bool:
+    low = text.lower()
+    return all(n.lower() in low for n in needles)
+
+
+def _ws_seqs(events: list[EventRecord], app: str, entity_id: str) -> list[int]:
+    return [e.seq for e in events if e.kind.startswith(f"ws.{app}.")
+            and e.payload.get("id") == entity_id and e.actor != "setup"][-3:]
+
+
+def evaluate_check(chk: Check, state: WorkspaceState, events: list[EventRecord],
+                   db: sqlite3.Connection) -> CheckResult:
+    def res(ok: bool, detail: str, evidence: list[int] | None = None) -> CheckResult:
+        return CheckResult(chk.id, chk.kind, chk.weight, ok, detail, evidence or [])
+
+    if isinstance(chk, SqlCheck):
+        rows = run_sql(db, chk.query)
+        return res(rows == chk.expect, f"rows {rows} (expected {chk.expect})")
+    if isinstance(chk, EmailSentCheck):
+        for m in state.emails.values():
+            if chk.to in m.to + m.cc and (chk.sender is None or m.sender == chk.sender) \
+                    and (chk.subject_contains is None
+                         or chk.subject_contains.lower() in m.subject.lower()) \
+                    and _contains_all(m.body, chk.body_contains):
+                return res(True, f"email {m.id}", _ws_seqs(events, "email", m.id))
+        return res(False, f"no email to {chk.to} matching")
+    if isinstance(chk, ChatMessageCheck):
+        for msg in state.chat.values():
+            ch = state.channels.get(msg.channel)
+            if ch is None:
+                continue
+            if chk.channel is not None and chk.channel.lstrip("#") not in (ch.id, ch.name):
+                continue
+            if chk.dm_with is not None and not (ch.is_dm and chk.dm_with in ch.members):
+                continue
+            if (chk.sender is None or msg.sender == chk.sender) \
+                    and _contains_all(msg.text, chk.text_contains):
+                return res(True, f"message {msg.id}", _ws_seqs(events, "chat", msg.id))
+        return res(False, "no chat message matching")
+    if isinstance(chk, CalendarEventCheck):
+        for ev in state.calendar.values():
+            if chk.title_contains.lower() in ev.title.lower() and ev.status == chk.status \
+                    and all(a in ev.attendees or a == ev.organizer for a in chk.attendees) \
+                    and (chk.start is None or ev.start == chk.start):
+                return res(chk.exists, f"event {ev.id} at {ev.start}",
+                           _ws_seqs(events, "calendar", ev.id))
+        return res(not chk.exists, f"no {chk.status} event {chk.title_contains!r} matching")
+    if isinstance(chk, TicketCheck):
+        t = state.tickets.get(chk.ticket)
+        if t is None:
+            return res(False, f"no ticket {chk.ticket}")
+        problems = [f"{k}={getattr(t, k)!r} (expected {want!r})"
+                    for k, want in (("status", chk.status), ("priority", chk.priority),
+                                    ("assignee", chk.assignee))
+                    if want is not None and getattr(t, k) != want]
+        if chk.comment_contains and not any(chk.comment_contains.lower() in c.text.lower()
+                                            for c in t.comments):
+            problems.append(f"no comment containing {chk.comment_contains!r}")
+        return res(not problems, "; ".join(problems) or "ticket as expected",
+                   _ws_seqs(events, "tickets", t.id))
+    if isinstance(chk, DocCheck):
+        doc = state.docs.get(chk.doc) or next(
+            (d for d in state.docs.values() if d.title == chk.doc), None)
+        if doc is None:
+            return res(False, f"no document {chk.doc!r}")
+        problems = [f"{p} has {doc.permissions.get(p)!r} (expected {perm!r})"
+                    for p, perm in chk.shared_with.items() if doc.permissions.get(p) != perm]
+        problems += [f"{p} has access" for p in chk.not_shared_with if p in doc.permissions]
+        if not _contains_all(doc.content, chk.content_contains):
+            problems.append(f"content lacks one of {chk.content_contains}")
+        return res(not problems, "; ".join(problems) or "document as expected",
+                   _ws_seqs(events, "docs", doc.id))
+    calls = agent_tool_calls(events)
+    ok_calls = [(c, r) for c, r in calls if r is not None and r.payload.get("ok")]
+    if isinstance(chk, ToolOrderCheck):
+        first = next((c.seq for c, _ in ok_calls if c.payload.get("tool") == chk.first), None)
+        then = next((c.seq for c, _ in ok_calls if c.payload.get("tool") == chk.then
+                     and first is not None and c.seq > first), None)
+        return res(then is not None, f"{chk.first}@{first} then {chk.then}@{then}",
+                   [s for s in (first, then) if s is not None])
+    if isinstance(chk, AskedBeforeCheck):
+        first_use = next((c.seq for c, _ in ok_calls if c.payload.get("tool") == chk.tool), None)
+        person = state.people.get(chk.person)
+        aliases = {chk.person} | ({person.email} if person else set())
+        asked = next((e.seq for e in events if e.actor == "agent" and _contacts(e, aliases)),
+                     None)
+        ok = asked is not None and (first_use is None or asked < first_use)
+        return res(ok and first_use is not None,
+                   f"asked {chk.person}@{asked}, first {chk.tool}@{first_use}",
+                   [s for s in (asked, first_use) if s is not None])
+    if isinstance(chk, NoToolCheck):
+        bad = [c.seq for c, _ in calls if c.payload.get("tool") == chk.tool
+               and all(c.payload.get("arguments", {}).get(k) == v
+                       for k, v in chk.args_contain.items())]
+        return res(not bad, f"{chk.tool} called at {bad}" if bad else f"{chk.tool} never called",
+                   bad)
+    raise TypeError(f"unknown check kind {chk.kind!r}")
+
+
+def _contacts(e: EventRecord, aliases: set[str]) -> bool:
+    """Did this agent event reach the person (id or address) by message, DM, or email?"""
+    p = e.payload
+    if e.kind == "message":
+        return p.get("to") in aliases  # cast actors are named by their person id
+    if e.kind == "tool_call":
+        args = p.get("arguments") or {}
+        tool = p.get("tool")
+        if tool == "chat_send_dm":
+            return args.get("to") in aliases
+        if tool == "email_send":
+            return bool(aliases & set((args.get("to") or []) + (args.get("cc") or [])))
+    return False
+
+
+def evaluate_checks(task: Task, state: WorkspaceState,
+                    events: list[EventRecord]) -> tuple[list[CheckResult], float]:
+    """Every check of the task; completion is the weighted fraction that passed."""
+    db = projection_db(state)
+    try:
+        results = [evaluate_check(c, state, events, db) for c in task.checks]
+    finally:
+        db.close()
+    total = sum(r.weight for r in results)
+    done = sum(r.weight for r in results if r.passed)
+    return results, (done / total if total else 0.0)

@@ -1,0 +1,295 @@
+"""The episode kernel: one simulated stretch of a working day, recorded event by event.
+
+Every envelope travels on the bus; the kernel delivers one at a time and waits until the
+episode is quiescent (the receiving actor has finished handling it) before popping the next
+item from the clock. Delivery order is therefore fixed by the clock's heap alone, whatever
+the transport's timing: the same task, seed and scripted actors give the same events.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+import zlib
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import anyio
+from anyio.abc import TaskStatus
+
+from ..bus import Bus, Envelope
+from ..store import EventRecord, EventStore
+from ..store._records import encode_payload
+from ..workspace import WorkspaceState, apply_event
+from .actor import Actor, ActorContext
+from .checks import CheckResult, evaluate_checks
+from .clock import Clock
+from .errors import Boundary
+from .services import ToolService, World
+from .task import Task
+
+AGENT_ACTIONS = frozenset({"tool_call", "message", "finish"})
+
+
+@dataclass(frozen=True, slots=True)
+class EpisodeSpec:
+    task: Task
+    run_id: str
+    episode_id: str
+    trial: int = 0
+    attempt: int = 0
+    seed: int = 0
+    agent_name: str = ""
+    role: str = "student"
+
+
+@dataclass(slots=True)
+class EpisodeResult:
+    episode_id: str
+    task_id: str
+    family: str
+    trial: int
+    status: str
+    termination: str
+    completion: float
+    turns: int
+    sim_time: float
+    wall_time: float
+    event_count: int
+    events_hash: str
+    state_hash: str
+    failure_boundary: str | None = None
+    failure: str | None = None
+    checks: list[CheckResult] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _Delivery:
+    sender: str
+    to: str
+    kind: str
+    payload: dict[str, Any]
+
+
+def events_hash(events: list[EventRecord]) -> str:
+    """Hash of an event sequence, wall-clock stamps excluded."""
+    h = hashlib.sha256()
+    for e in events:
+        h.update(f"{e.seq}|{e.sim_time:.6f}|{e.actor}|{e.kind}|".encode())
+        h.update(encode_payload(e.payload).encode())
+        h.update(b"\n")
+    return h.hexdigest()
+
+
+class EpisodeKernel:
+    def __init__(self, spec: EpisodeSpec, *, bus: Bus, store: EventStore | None, agent: Actor,
+                 cast: dict[str, Actor], clock: Clock, faults: Any = None,
+                 remote_agent: bool = False) -> None:
+        self.spec = spec
+        self.task = spec.task
+        self.bus = bus
+        self.store = store
+        self.clock = clock
+        self.start: datetime = self.task.start
+        self.state = WorkspaceState()
+        self.events: list[EventRecord] = []
+        self._unsaved: list[EventRecord] = []
+        self.turns = 0
+        self._stop: str | None = None
+        self._failure: tuple[Boundary, str] | None = None
+        self._in_flight = 0
+        self._idle = anyio.Event()
+        self._remote_agent = remote_agent
+        # actor names: "agent", person ids of the cast, "tools", "world"
+        self._person_of: dict[str, str] = {"agent": self.task.agent}
+        self._actor_of: dict[str, str] = {self.task.agent: "agent"}
+        for member in self.task.cast():
+            self._person_of[member.person] = member.person
+            self._actor_of[member.person] = member.person
+        self.tools = ToolService(self.state, self._record, faults=faults)
+        self.actors: dict[str, Actor] = {"agent": agent, **cast, "tools": self.tools,
+                                         "world": World(self.task.timeline)}
+        self._contexts = {name: ActorContext(self, name, self._person_of.get(name),
+                                             zlib.crc32(f"{spec.seed}:{name}".encode()))
+                          for name in self.actors}
+
+    # the Kernel protocol for contexts ---------------------------------------------------
+    @property
+    def clock_now(self) -> float:
+        return self.clock.now
+
+    def actor_for(self, person: str) -> str | None:
+        return self._actor_of.get(person)
+
+    def person_for(self, actor: str) -> str | None:
+        return self._person_of.get(actor)
+
+    def submit(self, sender: str, to: str, kind: str, payload: dict[str, Any],
+               delay: float) -> None:
+        if sender == "agent" and kind in AGENT_ACTIONS:
+            self.turns += 1
+            if self.turns > self.task.limits.max_turns:
+                self._stop = self._stop or "max_turns"
+                return
+        self.clock.schedule(self.clock.now + max(0.0, delay), _Delivery(sender, to, kind, payload))
+
+    # recording ----------------------------------------------------------------------------
+    def _record(self, actor: str, kind: str, payload: dict[str, Any]) -> EventRecord:
+        ev = EventRecord(self.spec.episode_id, len(self.events), round(self.clock.now, 6),
+                         time.time(), actor, kind, payload)
+        self.events.append(ev)
+        self._unsaved.append(ev)
+        return ev
+
+    async def _save(self) -> None:
+        if self.store is not None and self._unsaved:
+            batch, self._unsaved = self._unsaved, []
+            await self.store.append_many(batch)
+
+    # running -------------------------------------------------------------------------------
+    async def run(self) -> EpisodeResult:
+        spec, task = self.spec, self.task
+        t0 = time.perf_counter()
+        if self.store is not None:
+            await self.store.start_episode(
+                episode_id=spec.episode_id, run_id=spec.run_id, task_id=task.id,
+                family=task.family, trial=spec.trial, attempt=spec.attempt, seed=spec.seed,
+                agent=spec.agent_name, role=spec.role)
+        self._record("kernel", "episode.start", {"task_id": task.id, "trial": spec.trial,
+                                                 "seed": spec.seed, "start": task.start.isoformat(),
+                                                 "agent": task.agent})
+        for kind, payload in task.seed.events():
+            apply_event(self.state, kind, payload)
+            self._record("setup", kind, payload)
+        self.submit(task.user.person, "agent", "task",
+                    {"from": task.user.person, "instruction": task.instruction}, 0.0)
+        for i, ev in enumerate(task.timeline):
+            self.clock.schedule(ev.at_minutes * 60, _Delivery("world", "world", "timeline",
+                                                               {"index": i}), priority=0)
+        for member in task.cast():
+            for ti, trig in enumerate(member.triggers):
+                if trig.at_minutes is not None:
+                    self.clock.schedule(trig.at_minutes * 60, _Delivery(
+                        member.person, member.person, "trigger", {"index": ti}), priority=0)
+        await self._save()
+        try:
+            with anyio.move_on_after(task.limits.wall_timeout_s) as scope:
+                async with anyio.create_task_group() as tg:
+                    await tg.start(self._dispatch, name=f"dispatch:{spec.episode_id}")
+                    await self._loop()
+                    tg.cancel_scope.cancel()
+            if scope.cancelled_caught:
+                self._stop = "wall_timeout"
+        except Exception as exc:  # a bug in the kernel or transport: the episode fails alone
+            self._fail("runtime", exc)
+        return await self._finish(time.perf_counter() - t0)
+
+    async def _loop(self) -> None:
+        limit = self.task.limits.max_sim_minutes * 60
+        while self._stop is None:
+            nxt = self.clock.peek_time()
+            if nxt is None:
+                self._stop = "agent_idle"  # nothing scheduled and the agent did not finish
+                return
+            if nxt > limit:
+                self._stop = "max_sim_time"
+                return
+            s = await self.clock.next()
+            assert s is not None
+            await self._deliver(s.item)
+            await self._save()
+
+    async def _deliver(self, d: _Delivery) -> None:
+        seq = len(self.events)
+        self._record(d.sender, d.kind, {"to": d.to, **d.payload})
+        if d.to == "kernel":
+            if d.kind == "finish":
+                self._stop = "agent_finished"
+            return
+        if d.to not in self.actors:
+            return
+        env = Envelope(id=f"{self.spec.episode_id}#{seq}", run=self.spec.run_id,
+                       episode=self.spec.episode_id,
+                       topic=self.bus.topic(self.spec.run_id, self.spec.episode_id, d.to),
+                       sender=d.sender, kind=d.kind, payload=d.payload,
+                       sim_time=self.clock.now, seq=seq)
+        self._in_flight += 1
+        await self.bus.publish(env)
+        while self._in_flight:
+            await self._idle.wait()
+            self._idle = anyio.Event()
+
+    async def _dispatch(self, *, task_status: TaskStatus[None]) -> None:
+        topic = self.bus.topic(self.spec.run_id, self.spec.episode_id, "+")
+        async with self.bus.subscribe(topic, max_buffer=64) as sub:
+            task_status.started()
+            async for env in sub:
+                name = env.topic.rsplit("/", 1)[1]
+                actor = self.actors.get(name)
+                if actor is None or (name == "agent" and self._remote_agent):
+                    continue
+                try:
+                    await actor.handle(env, self._contexts[name])
+                except Exception as exc:
+                    self._fail(_boundary(name, actor), exc)
+                finally:
+                    self._in_flight -= 1
+                    if not self._in_flight:
+                        self._idle.set()
+
+    def _fail(self, boundary: Boundary, exc: BaseException) -> None:
+        if self._failure is None:
+            msg = f"{type(exc).__name__}: {exc}"
+            self._failure = (boundary, msg)
+            self._record("kernel", "episode.failure", {"boundary": boundary, "error": msg})
+        self._stop = "failed"
+
+    async def _finish(self, wall: float) -> EpisodeResult:
+        spec, task = self.spec, self.task
+        termination = self._stop or "failed"
+        self._record("kernel", "episode.end", {"termination": termination, "turns": self.turns})
+        checks: list[CheckResult] = []
+        completion = 0.0
+        if self._failure is None:
+            try:
+                checks, completion = evaluate_checks(task, self.state, self.events)
+            except Exception as exc:
+                self._failure = ("grading", f"{type(exc).__name__}: {exc}")
+        status = "failed" if self._failure else "completed"
+        result = EpisodeResult(
+            episode_id=spec.episode_id, task_id=task.id, family=task.family, trial=spec.trial,
+            status=status, termination=termination, completion=completion, turns=self.turns,
+            sim_time=self.clock.now, wall_time=wall, event_count=len(self.events),
+            events_hash=events_hash(self.events), state_hash=self.state.state_hash(),
+            failure_boundary=self._failure[0] if self._failure else None,
+            failure=self._failure[1] if self._failure else None, checks=checks)
+        if self.store is not None:
+            await self._save()
+            await self.store.executemany(
+                "INSERT OR REPLACE INTO projection (episode_id, app, entity_id, data) "
+                "VALUES (?, ?, ?, ?)",
+                [(spec.episode_id, app, eid, encode_payload(row))
+                 for app, rows in self.state.to_json().items() for eid, row in rows.items()])
+            await self.store.executemany(
+                "INSERT OR REPLACE INTO check_results (episode_id, check_id, kind, weight, passed, "
+                "detail, evidence) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [(spec.episode_id, c.id, c.kind, c.weight, int(c.passed), c.detail,
+                  encode_payload(c.evidence)) for c in checks])
+            await self.store.finish_episode(
+                spec.episode_id, status=status, sim_time=result.sim_time, turns=self.turns,
+                termination=termination, completion=completion if status == "completed" else None,
+                event_count=result.event_count, events_hash=result.events_hash,
+                state_hash=result.state_hash, failure_boundary=result.failure_boundary,
+                failure=result.failure, outcome={"wall_time": round(wall, 6)})
+        return result
+
+
+def _boundary(name: str, actor: Actor) -> Boundary:
+    if name == "agent":
+        return "agent"
+    if name == "tools":
+        return "tool"
+    if name == "world":
+        return "world"
+    return "user" if actor.role == "user" else "coworker"

@@ -1,0 +1,123 @@
+"""Load tasks from YAML, JSON or JSONL files, with errors that name file, path and problem."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from .errors import TaskFileError
+from .task import Task
+
+BUILTIN = Path(__file__).resolve().parents[1] / "builtin_tasks"
+
+
+@cache
+def company(name: str) -> dict[str, Any]:
+    """A shared directory and workspace that tasks include with ``company: NAME``."""
+    path = BUILTIN / "companies" / f"{name}.yaml"
+    if not path.exists():
+        known = sorted(p.stem for p in (BUILTIN / "companies").glob("*.yaml"))
+        raise KeyError(f"unknown company {name!r}; known: {known}")
+    data: dict[str, Any] = yaml.safe_load(path.read_text())
+    return data
+
+
+def _merge_company(raw: dict[str, Any]) -> dict[str, Any]:
+    name = raw.pop("company", None)
+    if name is None:
+        return raw
+    base = company(str(name))
+    seed = dict(raw.get("seed") or {})
+    for key, rows in base.items():
+        own = seed.get(key) or []
+        own_ids = {r.get("id") for r in own if isinstance(r, dict)}
+        seed[key] = [r for r in rows if r.get("id") not in own_ids] + own
+    raw["seed"] = seed
+    return raw
+
+
+def _describe(err: Any) -> str:
+    loc = ".".join(str(x) for x in err["loc"]) or "(top level)"
+    msg = err["msg"]
+    if err["type"] == "missing":
+        return f"{loc}: required field is missing"
+    given = err.get("input")
+    shown = json.dumps(given, default=str)[:80] if not isinstance(given, dict) else "{...}"
+    return f"{loc}: {msg} (got {shown})"
+
+
+def parse_task(raw: Any, where: str) -> Task:
+    if not isinstance(raw, dict):
+        raise TaskFileError(where, [f"expected a task (a mapping), got {type(raw).__name__}"])
+    try:
+        return Task.model_validate(_merge_company(dict(raw)))
+    except KeyError as exc:
+        raise TaskFileError(where, [f"company: {exc.args[0]}"]) from None
+    except ValidationError as exc:
+        raise TaskFileError(where, [_describe(e) for e in exc.errors()]) from None
+
+
+def load_task_file(path: str | Path) -> list[Task]:
+    p = Path(path)
+    if not p.exists():
+        raise TaskFileError(str(p), ["no such file"])
+    text = p.read_text(encoding="utf-8")
+    items: list[tuple[str, Any]] = []
+    try:
+        if p.suffix == ".jsonl":
+            for n, line in enumerate(text.splitlines(), 1):
+                if line.strip():
+                    try:
+                        items.append((f"{p}:{n}", json.loads(line)))
+                    except json.JSONDecodeError as exc:
+                        raise TaskFileError(f"{p}:{n}", [f"not JSON: {exc.msg} at column "
+                                                         f"{exc.colno}"]) from None
+        elif p.suffix == ".json":
+            data = json.loads(text)
+            items = [(f"{p}[{i}]", d) for i, d in enumerate(data)] if isinstance(data, list) \
+                else [(str(p), data)]
+        elif p.suffix in (".yaml", ".yml"):
+            data = yaml.safe_load(text)
+            items = [(f"{p}[{i}]", d) for i, d in enumerate(data)] if isinstance(data, list) \
+                else [(str(p), data)]
+        else:
+            raise TaskFileError(str(p), ["expected a .yaml, .yml, .json or .jsonl file"])
+    except json.JSONDecodeError as exc:
+        raise TaskFileError(str(p), [f"not JSON: {exc.msg} at line {exc.lineno}"]) from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}" if mark is not None else ""
+        raise TaskFileError(str(p), [f"not YAML{at}: {getattr(exc, 'problem', exc)}"]) from None
+    return [parse_task(raw, where) for where, raw in items]
+
+
+def load_tasks(paths: Iterable[str | Path]) -> list[Task]:
+    """Load every task of every file (folders: their *.yaml/*.json/*.jsonl files, sorted)."""
+    tasks: list[Task] = []
+    seen: dict[str, str] = {}
+    for path in paths:
+        p = Path(path)
+        if not p.exists():
+            raise TaskFileError(str(p), ["no such file or folder"])
+        files = sorted(f for f in p.iterdir() if f.suffix in (".yaml", ".yml", ".json", ".jsonl")) \
+            if p.is_dir() else [p]
+        if not files:
+            raise TaskFileError(str(p), ["no .yaml, .yml, .json or .jsonl task files here"])
+        for f in files:
+            for t in load_task_file(f):
+                if t.id in seen:
+                    raise TaskFileError(str(f), [f"id: task {t.id!r} is also defined in "
+                                                 f"{seen[t.id]}"])
+                seen[t.id] = str(f)
+                tasks.append(t)
+    return tasks
+
+
+def builtin_tasks() -> list[Task]:
+    return load_tasks([BUILTIN])

@@ -1,0 +1,324 @@
+"""The task model: one executable, validated specification of an episode.
+
+Files may be YAML (one task or a list), JSON, or JSONL (one task per line). The JSON schema
+(``coworkenv schema task``) is generated from these models.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from ..workspace import REGISTRY, WorkspaceSeed
+
+Capability = Literal["tool_coordination", "multi_turn_communication", "dynamic_workspace_state",
+                     "safety_sensitive_handling"]
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# the cast ------------------------------------------------------------------------------
+class Fact(Model):
+    """Something a cast member knows and the agent does not, until it asks."""
+
+    key: str = Field(description="Name of the fact, e.g. q3_travel_budget")
+    value: str = Field(description="What the person says when asked")
+    keywords: list[str] = Field(min_length=1, description="A question mentioning any of these "
+                                "words (case-insensitive) asks for this fact")
+
+
+class Response(Model):
+    """How a person responds: delays, working hours, availability."""
+
+    delay_minutes: tuple[float, float] = Field(default=(2.0, 10.0), description="Uniform range "
+                                               "[min, max] of minutes before a reply")
+    working_hours: tuple[str, str] | None = Field(default=("09:00", "17:30"), description=
+                                                  "Local HH:MM start and end; replies wait for them")
+    available: bool = Field(default=True, description="False: never answers")
+
+
+class Action(Model):
+    """What a person or the world does: a tool call as that person, or a message."""
+
+    kind: Literal["tool", "message", "reply"] = Field(description="tool: call a workspace tool; "
+                                                      "message: say something to `to`; reply: "
+                                                      "answer whoever asked, on the same channel")
+    tool: str | None = None
+    args: dict[str, Any] = Field(default_factory=dict)
+    to: str | None = Field(default=None, description="Person id (message)")
+    text: str | None = None
+
+    @model_validator(mode="after")
+    def _shape(self) -> Action:
+        if self.kind == "tool" and not self.tool:
+            raise ValueError("a tool action needs `tool`")
+        if self.kind in ("message", "reply") and not self.text:
+            raise ValueError(f"a {self.kind} action needs `text`")
+        if self.kind == "message" and not self.to:
+            raise ValueError("a message action needs `to`")
+        return self
+
+
+class Trigger(Model):
+    """When something happens, do actions after a delay."""
+
+    asked: list[str] | None = Field(default=None, description="Fires when the agent's message to "
+                                    "this person mentions any of these words")
+    at_minutes: float | None = Field(default=None, description="Fires this many simulated "
+                                     "minutes after the episode starts")
+    after_minutes: float = Field(default=0.0, description="Delay after the trigger fires")
+    actions: list[Action] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _one_condition(self) -> Trigger:
+        if (self.asked is None) == (self.at_minutes is None):
+            raise ValueError("give exactly one of `asked` or `at_minutes`")
+        return self
+
+
+class CastMember(Model):
+    person: str = Field(description="Person id in the seed directory")
+    persona: str = Field(default="", description="Who they are and how they talk")
+    facts: list[Fact] = Field(default_factory=list, description="Hidden from the agent until asked")
+    must_not_reveal: list[str] = Field(default_factory=list)
+    response: Response = Field(default_factory=Response)
+    triggers: list[Trigger] = Field(default_factory=list)
+    fallback: str = Field(default="Sorry, I don't know about that.",
+                          description="Reply when nothing asked matches a fact")
+
+
+# the world -----------------------------------------------------------------------------
+class TimelineEvent(Model):
+    at_minutes: float = Field(ge=0, description="Simulated minutes after the start")
+    actor: str = Field(description="Person id who acts")
+    action: Action
+
+
+# the reference solution ----------------------------------------------------------------
+class ToolStep(Model):
+    kind: Literal["tool"] = "tool"
+    id: str | None = Field(default=None, description="Name to refer to the result: ${id.path}")
+    tool: str
+    args: dict[str, Any] = Field(default_factory=dict)
+
+
+class MessageStep(Model):
+    kind: Literal["message"] = "message"
+    to: str = Field(description="Person id (the user or a coworker)")
+    text: str
+
+
+class WaitStep(Model):
+    kind: Literal["wait"] = "wait"
+    message_from: str | None = Field(default=None, description="Wait for a message, DM, email "
+                                     "or notification from this person")
+    minutes: float | None = Field(default=None, description="Wait this long")
+    notification: str | None = Field(default=None, description="Wait for a notification of this "
+                                     "kind (invite, email, chat, ...)")
+
+
+class FinishStep(Model):
+    kind: Literal["finish"] = "finish"
+    summary: str = ""
+
+
+Step = Annotated[ToolStep | MessageStep | WaitStep | FinishStep, Field(discriminator="kind")]
+
+
+# checks --------------------------------------------------------------------------------
+class CheckBase(Model):
+    id: str
+    weight: float = Field(default=1.0, gt=0)
+    description: str = ""
+
+
+class SqlCheck(CheckBase):
+    kind: Literal["sql"] = "sql"
+    query: str = Field(description="Read-only SELECT over the projection tables")
+    expect: list[list[Any]] = Field(description="Expected rows, in order")
+
+
+class EmailSentCheck(CheckBase):
+    kind: Literal["email_sent"] = "email_sent"
+    sender: str | None = None
+    to: str = Field(description="A recipient (to or cc)")
+    subject_contains: str | None = None
+    body_contains: list[str] = Field(default_factory=list)
+
+
+class ChatMessageCheck(CheckBase):
+    kind: Literal["chat_message"] = "chat_message"
+    sender: str | None = None
+    channel: str | None = None
+    dm_with: str | None = None
+    text_contains: list[str] = Field(default_factory=list)
+
+
+class CalendarEventCheck(CheckBase):
+    kind: Literal["calendar_event"] = "calendar_event"
+    title_contains: str
+    attendees: list[str] = Field(default_factory=list)
+    start: str | None = Field(default=None, description="ISO-8601 UTC start")
+    status: Literal["confirmed", "cancelled"] = "confirmed"
+    exists: bool = True
+
+
+class TicketCheck(CheckBase):
+    kind: Literal["ticket"] = "ticket"
+    ticket: str
+    status: str | None = None
+    priority: str | None = None
+    assignee: str | None = None
+    comment_contains: str | None = None
+
+
+class DocCheck(CheckBase):
+    kind: Literal["doc"] = "doc"
+    doc: str = Field(description="Document id, or a title for a document the agent created")
+    shared_with: dict[str, Literal["view", "edit"]] = Field(default_factory=dict)
+    not_shared_with: list[str] = Field(default_factory=list)
+    content_contains: list[str] = Field(default_factory=list)
+
+
+class ToolOrderCheck(CheckBase):
+    kind: Literal["tool_order"] = "tool_order"
+    first: str = Field(description="Tool name")
+    then: str = Field(description="Tool name that must come after a successful `first`")
+
+
+class AskedBeforeCheck(CheckBase):
+    kind: Literal["asked_before"] = "asked_before"
+    person: str = Field(description="The agent must contact this person ...")
+    tool: str = Field(description="... before its first successful call of this tool")
+
+
+class NoToolCheck(CheckBase):
+    kind: Literal["no_tool"] = "no_tool"
+    tool: str
+    args_contain: dict[str, Any] = Field(default_factory=dict)
+
+
+Check = Annotated[SqlCheck | EmailSentCheck | ChatMessageCheck | CalendarEventCheck | TicketCheck
+                  | DocCheck | ToolOrderCheck | AskedBeforeCheck | NoToolCheck,
+                  Field(discriminator="kind")]
+
+
+class Limits(Model):
+    max_turns: int = Field(default=40, ge=1, description="Agent actions before the episode stops")
+    max_sim_minutes: float = Field(default=600, gt=0)
+    wall_timeout_s: float = Field(default=600, gt=0)
+
+
+_REF = re.compile(r"\$\{([A-Za-z0-9_]+)\.([^}]+)\}")
+
+
+class Task(Model):
+    id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    family: str = Field(description="Workflow family, e.g. scheduling")
+    capabilities: list[Capability] = Field(min_length=1)
+    difficulty: Literal["easy", "medium", "hard"] = "medium"
+    start: datetime = Field(description="When the episode starts (ISO-8601 with offset)")
+    agent: str = Field(description="Person id the agent acts as")
+    user: CastMember = Field(description="Who assigns the work")
+    coworkers: list[CastMember] = Field(default_factory=list)
+    seed: WorkspaceSeed = Field(default_factory=WorkspaceSeed)
+    timeline: list[TimelineEvent] = Field(default_factory=list)
+    instruction: str
+    reference: list[Step] = Field(min_length=1)
+    checks: list[Check] = Field(min_length=1)
+    limits: Limits = Field(default_factory=Limits)
+
+    @model_validator(mode="after")
+    def _references_resolve(self) -> Task:
+        people = {p.id for p in self.seed.people}
+        problems: list[str] = []
+
+        def person(where: str, pid: str | None) -> None:
+            if pid is not None and pid not in people:
+                problems.append(f"{where}: unknown person {pid!r} (not in seed.people)")
+
+        person("agent", self.agent)
+        person("user.person", self.user.person)
+        cast = [self.user, *self.coworkers]
+        for i, c in enumerate(self.coworkers):
+            person(f"coworkers[{i}].person", c.person)
+        for ci, member in enumerate(cast):
+            where = "user" if ci == 0 else f"coworkers[{ci - 1}]"
+            for ti, trig in enumerate(member.triggers):
+                for ai, act in enumerate(trig.actions):
+                    _check_action(f"{where}.triggers[{ti}].actions[{ai}]", act, person, problems)
+        for i, ev in enumerate(self.timeline):
+            person(f"timeline[{i}].actor", ev.actor)
+            _check_action(f"timeline[{i}].action", ev.action, person, problems)
+        ids: set[str] = set()
+        for i, step in enumerate(self.reference):
+            if isinstance(step, ToolStep):
+                if step.tool not in REGISTRY:
+                    problems.append(f"reference[{i}].tool: unknown tool {step.tool!r}")
+                for m in _REF.finditer(str(step.args)):
+                    if m.group(1) not in ids:
+                        problems.append(f"reference[{i}].args: ${{{m.group(1)}...}} refers to no "
+                                        "earlier step id")
+                if step.id:
+                    ids.add(step.id)
+            elif isinstance(step, MessageStep):
+                person(f"reference[{i}].to", step.to)
+            elif isinstance(step, WaitStep):
+                person(f"reference[{i}].message_from", step.message_from)
+                if (step.message_from, step.minutes, step.notification).count(None) != 2:
+                    problems.append(f"reference[{i}]: a wait needs exactly one of message_from, "
+                                    "minutes, notification")
+        seen: set[str] = set()
+        for i, chk in enumerate(self.checks):
+            if chk.id in seen:
+                problems.append(f"checks[{i}].id: duplicate id {chk.id!r}")
+            seen.add(chk.id)
+            if isinstance(chk, ToolOrderCheck | AskedBeforeCheck | NoToolCheck):
+                for name in ([chk.first, chk.then] if isinstance(chk, ToolOrderCheck)
+                             else [chk.tool]):
+                    if name not in REGISTRY:
+                        problems.append(f"checks[{i}]: unknown tool {name!r}")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    def cast(self) -> list[CastMember]:
+        return [self.user, *self.coworkers]
+
+
+def _check_action(where: str, act: Action, person: Any, problems: list[str]) -> None:
+    if act.kind == "tool" and act.tool not in REGISTRY:
+        problems.append(f"{where}.tool: unknown tool {act.tool!r}")
+    if act.kind == "message":
+        person(f"{where}.to", act.to)
+
+
+def resolve_refs(value: Any, results: dict[str, Any]) -> Any:
+    """Replace ``${step.path.to.field}`` in strings with values from earlier step results."""
+    if isinstance(value, dict):
+        return {k: resolve_refs(v, results) for k, v in value.items()}
+    if isinstance(value, list):
+        return [resolve_refs(v, results) for v in value]
+    if isinstance(value, str):
+        whole = _REF.fullmatch(value)
+        if whole:
+            return _lookup(results, whole.group(1), whole.group(2))
+        return _REF.sub(lambda m: str(_lookup(results, m.group(1), m.group(2))), value)
+    return value
+
+
+def _lookup(results: dict[str, Any], step: str, path: str) -> Any:
+    cur: Any = results.get(step)
+    for part in path.split("."):
+        if isinstance(cur, list) and part.isdigit():
+            cur = cur[int(part)] if int(part) < len(cur) else None
+        elif isinstance(cur, dict):
+            cur = cur.get(part)
+        else:
+            return None
+    return cur
