@@ -14,7 +14,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Synthesize, run, grade and export training environments for coworker "
                        "agents.")
 console = Console(width=None if sys.stdout.isatty() else 140)
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)
 
 
 @app.callback()

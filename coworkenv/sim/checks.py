@@ -72,10 +72,17 @@ def _authorizer(action: int, *_: Any) -> int:
     return sqlite3.SQLITE_OK if action in _READ_ONLY_ACTIONS else sqlite3.SQLITE_DENY
 
 
+_TEMPLATE: sqlite3.Connection | None = None
+
+
 def projection_db(state: WorkspaceState) -> sqlite3.Connection:
     """The projection as SQLite tables, in memory, then locked read-only."""
+    global _TEMPLATE
+    if _TEMPLATE is None:  # parsing the schema once and copying it is 10x faster
+        _TEMPLATE = sqlite3.connect(":memory:", check_same_thread=False)
+        _TEMPLATE.executescript(SCHEMA)
     db = sqlite3.connect(":memory:")
-    db.executescript(SCHEMA)
+    _TEMPLATE.backup(db)
     ins = db.executemany
     ins("INSERT INTO people VALUES (?,?,?,?,?,?,?,?)", [
         (p.id, p.name, p.email, p.role, p.team, p.manager, p.timezone, int(p.external))
@@ -146,11 +153,13 @@ def _ws_seqs(events: list[EventRecord], app: str, entity_id: str) -> list[int]:
 
 
 def evaluate_check(chk: Check, state: WorkspaceState, events: list[EventRecord],
-                   db: sqlite3.Connection) -> CheckResult:
+                   db: sqlite3.Connection | None) -> CheckResult:
     def res(ok: bool, detail: str, evidence: list[int] | None = None) -> CheckResult:
         return CheckResult(chk.id, chk.kind, chk.weight, ok, detail, evidence or [])
 
     if isinstance(chk, SqlCheck):
+        if db is None:
+            db = projection_db(state)
         rows = run_sql(db, chk.query)
         return res(rows == chk.expect, f"rows {rows} (expected {chk.expect})")
     if isinstance(chk, EmailSentCheck):
@@ -252,11 +261,12 @@ def _contacts(e: EventRecord, aliases: set[str]) -> bool:
 def evaluate_checks(task: Task, state: WorkspaceState,
                     events: list[EventRecord]) -> tuple[list[CheckResult], float]:
     """Every check of the task; completion is the weighted fraction that passed."""
-    db = projection_db(state)
+    db = projection_db(state) if any(isinstance(c, SqlCheck) for c in task.checks) else None
     try:
         results = [evaluate_check(c, state, events, db) for c in task.checks]
     finally:
-        db.close()
+        if db is not None:
+            db.close()
     total = sum(r.weight for r in results)
     done = sum(r.weight for r in results if r.passed)
     return results, (done / total if total else 0.0)

@@ -16,9 +16,8 @@ from datetime import datetime
 from typing import Any
 
 import anyio
-from anyio.abc import TaskStatus
 
-from ..bus import Bus, Envelope
+from ..bus import Bus, Envelope, Subscription
 from ..store import EventRecord, EventStore
 from ..store._records import encode_payload
 from ..workspace import WorkspaceState, apply_event
@@ -72,14 +71,38 @@ class _Delivery:
     payload: dict[str, Any]
 
 
+def _hash_line(seq: int, sim_time: float, actor: str, kind: str, text: str) -> bytes:
+    return f"{seq}|{sim_time:.6f}|{actor}|{kind}|{text}\n".encode()
+
+
 def events_hash(events: list[EventRecord]) -> str:
     """Hash of an event sequence, wall-clock stamps excluded."""
     h = hashlib.sha256()
     for e in events:
-        h.update(f"{e.seq}|{e.sim_time:.6f}|{e.actor}|{e.kind}|".encode())
-        h.update(encode_payload(e.payload).encode())
-        h.update(b"\n")
+        h.update(_hash_line(e.seq, e.sim_time, e.actor, e.kind, e.payload_text()))
     return h.hexdigest()
+
+
+_SEEDS: dict[int, tuple[Task, WorkspaceState, list[tuple[str, dict[str, Any], str]]]] = {}
+
+
+def seeded(task: Task) -> tuple[WorkspaceState, list[tuple[str, dict[str, Any], str]]]:
+    """The task's seed state (a fresh copy) and its seed events, built once per task object.
+
+    Entities are immutable in practice (tools replace them with copies), so episodes of the
+    same task share them; only the tables are copied.
+    """
+    hit = _SEEDS.get(id(task))
+    if hit is None or hit[0] is not task:
+        state = WorkspaceState()
+        events = []
+        for kind, payload in task.seed.events():
+            apply_event(state, kind, payload)
+            events.append((kind, payload, encode_payload(payload)))
+        if len(_SEEDS) > 10_000:
+            _SEEDS.clear()
+        hit = _SEEDS[id(task)] = (task, state, events)
+    return hit[1].copy(), hit[2]
 
 
 class EpisodeKernel:
@@ -92,15 +115,15 @@ class EpisodeKernel:
         self.store = store
         self.clock = clock
         self.start: datetime = self.task.start
-        self.state = WorkspaceState()
+        self.state, self._seed_events = seeded(self.task)
         self.events: list[EventRecord] = []
         self._unsaved: list[EventRecord] = []
+        self._hash = hashlib.sha256()
         self.turns = 0
         self._stop: str | None = None
         self._failure: tuple[Boundary, str] | None = None
-        self._in_flight = 0
-        self._idle = anyio.Event()
         self._remote_agent = remote_agent
+        self._inbox: Subscription
         # actor names: "agent", person ids of the cast, "tools", "world"
         self._person_of: dict[str, str] = {"agent": self.task.agent}
         self._actor_of: dict[str, str] = {self.task.agent: "agent"}
@@ -135,9 +158,13 @@ class EpisodeKernel:
         self.clock.schedule(self.clock.now + max(0.0, delay), _Delivery(sender, to, kind, payload))
 
     # recording ----------------------------------------------------------------------------
-    def _record(self, actor: str, kind: str, payload: dict[str, Any]) -> EventRecord:
-        ev = EventRecord(self.spec.episode_id, len(self.events), round(self.clock.now, 6),
-                         time.time(), actor, kind, payload)
+    def _record(self, actor: str, kind: str, payload: dict[str, Any],
+                text: str | None = None) -> EventRecord:
+        if text is None:
+            text = encode_payload(payload)
+        seq, now = len(self.events), round(self.clock.now, 6)
+        ev = EventRecord(self.spec.episode_id, seq, now, time.time(), actor, kind, payload, text)
+        self._hash.update(_hash_line(seq, now, actor, kind, text))
         self.events.append(ev)
         self._unsaved.append(ev)
         return ev
@@ -159,9 +186,8 @@ class EpisodeKernel:
         self._record("kernel", "episode.start", {"task_id": task.id, "trial": spec.trial,
                                                  "seed": spec.seed, "start": task.start.isoformat(),
                                                  "agent": task.agent})
-        for kind, payload in task.seed.events():
-            apply_event(self.state, kind, payload)
-            self._record("setup", kind, payload)
+        for kind, payload, text in self._seed_events:
+            self._record("setup", kind, payload, text)
         self.submit(task.user.person, "agent", "task",
                     {"from": task.user.person, "instruction": task.instruction}, 0.0)
         for i, ev in enumerate(task.timeline):
@@ -175,10 +201,9 @@ class EpisodeKernel:
         await self._save()
         try:
             with anyio.move_on_after(task.limits.wall_timeout_s) as scope:
-                async with anyio.create_task_group() as tg:
-                    await tg.start(self._dispatch, name=f"dispatch:{spec.episode_id}")
+                topic = self.bus.topic(spec.run_id, spec.episode_id, "+")
+                async with self.bus.subscribe(topic, max_buffer=64) as self._inbox:
                     await self._loop()
-                    tg.cancel_scope.cancel()
             if scope.cancelled_caught:
                 self._stop = "wall_timeout"
         except Exception as exc:  # a bug in the kernel or transport: the episode fails alone
@@ -201,6 +226,13 @@ class EpisodeKernel:
             await self._save()
 
     async def _deliver(self, d: _Delivery) -> None:
+        """Publish one envelope, take it back off the bus, and let its actor handle it.
+
+        Only one envelope of an episode is ever in flight, and handling it completes before
+        the clock may move: that is the episode's quiescence, and what makes its event order
+        independent of the transport. On the memory bus the envelope is back at once; over
+        MQTT it makes the round trip through the broker.
+        """
         seq = len(self.events)
         self._record(d.sender, d.kind, {"to": d.to, **d.payload})
         if d.to == "kernel":
@@ -209,34 +241,25 @@ class EpisodeKernel:
             return
         if d.to not in self.actors:
             return
-        env = Envelope(id=f"{self.spec.episode_id}#{seq}", run=self.spec.run_id,
-                       episode=self.spec.episode_id,
-                       topic=self.bus.topic(self.spec.run_id, self.spec.episode_id, d.to),
-                       sender=d.sender, kind=d.kind, payload=d.payload,
-                       sim_time=self.clock.now, seq=seq)
-        self._in_flight += 1
+        env = Envelope(
+            id=f"{self.spec.episode_id}#{seq}", run=self.spec.run_id,
+            episode=self.spec.episode_id,
+            topic=self.bus.topic(self.spec.run_id, self.spec.episode_id, d.to),
+            sender=d.sender, kind=d.kind, payload=d.payload, sim_time=self.clock.now, seq=seq,
+            correlation_id=None, reply_to=None)
         await self.bus.publish(env)
-        while self._in_flight:
-            await self._idle.wait()
-            self._idle = anyio.Event()
-
-    async def _dispatch(self, *, task_status: TaskStatus[None]) -> None:
-        topic = self.bus.topic(self.spec.run_id, self.spec.episode_id, "+")
-        async with self.bus.subscribe(topic, max_buffer=64) as sub:
-            task_status.started()
-            async for env in sub:
-                name = env.topic.rsplit("/", 1)[1]
-                actor = self.actors.get(name)
-                if actor is None or (name == "agent" and self._remote_agent):
-                    continue
-                try:
-                    await actor.handle(env, self._contexts[name])
-                except Exception as exc:
-                    self._fail(_boundary(name, actor), exc)
-                finally:
-                    self._in_flight -= 1
-                    if not self._in_flight:
-                        self._idle.set()
+        while True:
+            got = await self._inbox.receive()
+            if got.id == env.id:
+                break  # anything else is a stray copy (a redelivery) and is skipped
+        name = d.to
+        if name == "agent" and self._remote_agent:
+            return
+        actor = self.actors[name]
+        try:
+            await actor.handle(got, self._contexts[name])
+        except Exception as exc:
+            self._fail(_boundary(name, actor), exc)
 
     def _fail(self, boundary: Boundary, exc: BaseException) -> None:
         if self._failure is None:
@@ -261,7 +284,7 @@ class EpisodeKernel:
             episode_id=spec.episode_id, task_id=task.id, family=task.family, trial=spec.trial,
             status=status, termination=termination, completion=completion, turns=self.turns,
             sim_time=self.clock.now, wall_time=wall, event_count=len(self.events),
-            events_hash=events_hash(self.events), state_hash=self.state.state_hash(),
+            events_hash=self._hash.hexdigest(), state_hash=self.state.state_hash(),
             failure_boundary=self._failure[0] if self._failure else None,
             failure=self._failure[1] if self._failure else None, checks=checks)
         if self.store is not None:

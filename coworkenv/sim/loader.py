@@ -15,6 +15,8 @@ from .errors import TaskFileError
 from .task import Task
 
 BUILTIN = Path(__file__).resolve().parents[1] / "builtin_tasks"
+_TAGS = {"tool", "message", "wait", "finish", "sql", "email_sent", "chat_message",
+         "calendar_event", "ticket", "doc", "tool_order", "asked_before", "no_tool"}
 
 
 @cache
@@ -42,14 +44,35 @@ def _merge_company(raw: dict[str, Any]) -> dict[str, Any]:
     return raw
 
 
-def _describe(err: Any) -> str:
-    loc = ".".join(str(x) for x in err["loc"]) or "(top level)"
-    msg = err["msg"]
+def _path(loc: tuple[Any, ...]) -> str:
+    """``checks.0.ticket.weight`` -> ``checks[0].weight`` (the union's tag is dropped)."""
+    out = ""
+    prev_int = False
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+            prev_int = True
+            continue
+        if prev_int and part in _TAGS:
+            prev_int = False
+            continue
+        out += f".{part}" if out else str(part)
+        prev_int = False
+    return out
+
+
+def _describe(err: Any) -> list[str]:
+    loc = _path(tuple(err["loc"]))
+    msg = str(err["msg"])
     if err["type"] == "missing":
-        return f"{loc}: required field is missing"
+        return [f"{loc}: required field is missing"]
+    if err["type"] == "value_error":
+        # our own validators report 'path: problem; path: problem'
+        text = msg.removeprefix("Value error, ")
+        return [f"{loc}.{p}" if loc else p for p in text.split("; ")]
     given = err.get("input")
     shown = json.dumps(given, default=str)[:80] if not isinstance(given, dict) else "{...}"
-    return f"{loc}: {msg} (got {shown})"
+    return [f"{loc or '(top level)'}: {msg} (got {shown})"]
 
 
 def parse_task(raw: Any, where: str) -> Task:
@@ -60,7 +83,7 @@ def parse_task(raw: Any, where: str) -> Task:
     except KeyError as exc:
         raise TaskFileError(where, [f"company: {exc.args[0]}"]) from None
     except ValidationError as exc:
-        raise TaskFileError(where, [_describe(e) for e in exc.errors()]) from None
+        raise TaskFileError(where, [p for e in exc.errors() for p in _describe(e)]) from None
 
 
 def load_task_file(path: str | Path) -> list[Task]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 encode_payload = json.JSONEncoder(separators=(",", ":"), sort_keys=True, ensure_ascii=False).encode
@@ -31,14 +31,19 @@ class EventRecord:
     actor: str
     kind: str
     payload: dict[str, Any]
+    text: str | None = field(default=None, compare=False, repr=False)
+    """The payload's canonical JSON, when the producer already has it (encoded once)."""
+
+    def payload_text(self) -> str:
+        return self.text if self.text is not None else encode_payload(self.payload)
 
     def row(self) -> tuple[Any, ...]:
         return (self.episode_id, self.seq, self.sim_time, self.wall_time, self.actor, self.kind,
-                encode_payload(self.payload))
+                self.payload_text())
 
     @classmethod
     def from_row(cls, row: tuple[Any, ...]) -> EventRecord:
-        return cls(row[0], row[1], row[2], row[3], row[4], row[5], json.loads(row[6]))
+        return cls(row[0], row[1], row[2], row[3], row[4], row[5], json.loads(row[6]), row[6])
 
 
 @dataclass(slots=True, frozen=True)

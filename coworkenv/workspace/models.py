@@ -166,6 +166,13 @@ class WorkspaceState:
     def tickets(self) -> dict[str, Ticket]:
         return self.tables["tickets"]
 
+    def copy(self) -> WorkspaceState:
+        """A new state with the same entities (entities are replaced, never mutated)."""
+        new = WorkspaceState()
+        new.tables = {app: dict(rows) for app, rows in self.tables.items()}
+        new.counters = dict(self.counters)
+        return new
+
     def next_id(self, app: str) -> str:
         """The id the next new entity of ``app`` gets (deterministic)."""
         return f"{ID_PREFIX[app]}{self.counters[app] + 1}"

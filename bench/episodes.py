@@ -1,0 +1,136 @@
+"""Episode benchmark, measured in one run.
+
+(a) On one core: scripted episodes per second and agent steps per second (the built-in tasks
+    with the oracle agent, memory bus, a SQLite file; everything an episode costs, setup,
+    coworkers, grading and recording included, divided by its agent steps), and the marginal
+    simulator overhead per agent step (bus + tool + store + kernel), measured with a stub
+    agent that decides instantly over long episodes.
+(b) Concurrency efficiency: a stub agent that takes 50 ms of real time per decision (then
+    calls a cheap tool), N concurrent episodes in one process; achieved steps/s as a fraction
+    of the ideal N / 0.05 s. Reported pinned to one core and with both cores (the event loop
+    on one, the store's writer thread free to use the other).
+
+Prints one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from coworkenv.agents import agent_factory, scripted_cast
+from coworkenv.bus import Envelope, MemoryBus
+from coworkenv.sim import Actor, ActorContext, RunOptions, Task, builtin_tasks, run_episodes
+from coworkenv.store import EventStore
+
+
+class StubAgent(Actor):
+    """Thinks for ``think`` seconds of real time per decision, then lists its mail."""
+
+    role = "agent"
+
+    def __init__(self, steps: int, think: float) -> None:
+        self.left = steps
+        self.think = think
+
+    async def handle(self, envelope: Envelope, ctx: ActorContext) -> None:
+        if envelope.kind not in ("task", "tool_result"):
+            return
+        await anyio.sleep(self.think)
+        if self.left == 0:
+            ctx.finish("done")
+            return
+        self.left -= 1
+        ctx.call_tool("email_list", {"limit": 5})
+
+
+async def _run(tasks: list[Task], agent: Any, concurrency: int, trials: int,
+               db: Path) -> tuple[float, list[Any]]:
+    async with MemoryBus("bench") as bus, EventStore(db) as store:
+        t0 = time.perf_counter()
+        results = await run_episodes(tasks, agent=agent, cast=scripted_cast, bus=bus,
+                                     store=store, options=RunOptions(
+                                         f"bench-{time.time_ns()}", "bench", trials,
+                                         concurrency))
+        return time.perf_counter() - t0, results
+
+
+def scripted(trials: int, d: Path) -> dict[str, Any]:
+    tasks = builtin_tasks()
+    wall, results = anyio.run(_run, tasks, agent_factory("oracle"), 64, trials, d / "s.db")
+    steps = sum(r.turns for r in results)
+    return {"episodes": len(results), "agent_steps": steps,
+            "episodes_per_s": len(results) / wall, "agent_steps_per_s": steps / wall,
+            "all_in_cost_per_agent_step_us": wall / steps * 1e6}
+
+
+def marginal(episodes: int, steps: int, d: Path) -> dict[str, Any]:
+    task = next(t for t in builtin_tasks() if t.id == "share-onboarding")
+    task = task.model_copy(update={"limits": task.limits.model_copy(update={"max_turns": steps + 1})})
+    wall, results = anyio.run(_run, [task], lambda t: StubAgent(steps, 0.0), episodes,
+                              episodes, d / "m.db")
+    decisions = sum(r.turns for r in results)
+    return {"episodes": episodes, "decisions": decisions,
+            "overhead_per_agent_step_us": wall / decisions * 1e6}
+
+
+def concurrent(n: int, steps: int, think: float, d: Path) -> dict[str, Any]:
+    task = next(t for t in builtin_tasks() if t.id == "share-onboarding")
+    wall, results = anyio.run(_run, [task], lambda t: StubAgent(steps, think), n, n,
+                              d / "c.db")
+    done = sum(r.turns for r in results)  # tool calls + the finish
+    decisions = done  # each turn is preceded by one think
+    ideal = n / think
+    return {"concurrent_episodes": n, "decisions": decisions, "wall_s": wall,
+            "achieved_steps_per_s": decisions / wall, "ideal_steps_per_s": ideal,
+            "efficiency": decisions / wall / ideal}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--trials", type=int, default=40, help="trials per built-in task for (a)")
+    ap.add_argument("--episodes", type=int, default=1000, help="concurrent episodes for (b)")
+    ap.add_argument("--steps", type=int, default=20, help="decisions per episode for (b)")
+    ap.add_argument("--think", type=float, default=0.05, help="seconds per decision for (b)")
+    ap.add_argument("--repeats", type=int, default=3)
+    args = ap.parse_args()
+    cores = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
+
+    def pin(one: bool) -> None:
+        if cores:
+            os.sched_setaffinity(0, {min(cores)} if one else cores)
+
+    a_runs, m_runs, b1_runs, b2_runs = [], [], [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        for i in range(args.repeats):  # interleaved, so noise hits every variant alike
+            d = Path(tmp) / str(i)
+            d.mkdir()
+            pin(True)
+            a_runs.append(scripted(args.trials, d))
+            m_runs.append(marginal(100, 38, d))
+            b1_runs.append(concurrent(args.episodes, args.steps, args.think, d))
+            pin(False)
+            b2_runs.append(concurrent(args.episodes, args.steps, args.think, d))
+
+    def med(runs: list[dict[str, Any]]) -> dict[str, Any]:
+        return {k: round(statistics.median(r[k] for r in runs), 3) for k in runs[0]}
+
+    print(json.dumps({"repeats": args.repeats, "scripted_one_core": med(a_runs),
+                      "marginal_step_one_core": med(m_runs),
+                      "stub_agent_50ms_one_core": med(b1_runs),
+                      "stub_agent_50ms_all_cores": med(b2_runs), "cores": len(cores)}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,248 @@
+"""The episode runtime: the demo tasks, determinism, virtual time, quiescence, crash+resume."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from coworkenv.agents import scripted_cast
+from coworkenv.bus import Envelope, MemoryBus, MqttBus, new_id
+from coworkenv.sim import (
+    Actor,
+    ActorContext,
+    EpisodeKernel,
+    EpisodeSpec,
+    VirtualClock,
+    builtin_tasks,
+    events_hash,
+    parse_task,
+)
+from coworkenv.store import Reader
+from coworkenv.workspace import replay_events
+
+from .conftest import run_sync
+
+ROOT = Path(__file__).resolve().parents[2]
+CLI = [sys.executable, "-m", "coworkenv.cli"]
+
+
+def test_oracle_completes_every_builtin_task(tmp_path: Path) -> None:
+    tasks = builtin_tasks()
+    assert len(tasks) >= 12
+    assert len({t.family for t in tasks}) >= 4
+    caps = {c for t in tasks for c in t.capabilities}
+    assert {"tool_coordination", "multi_turn_communication", "dynamic_workspace_state"} <= caps
+    results = run_sync(tasks, tmp_path / "o.db")
+    assert {r.task_id: (r.status, r.completion) for r in results} == {
+        t.id: ("completed", 1.0) for t in tasks}
+    assert all(r.termination == "agent_finished" for r in results)
+
+
+def test_noop_fails_every_builtin_task(tmp_path: Path) -> None:
+    results = run_sync(builtin_tasks(), tmp_path / "n.db", agent="noop")
+    assert all(r.status == "completed" for r in results)
+    assert all(r.completion < 1.0 for r in results), [(r.task_id, r.completion) for r in results]
+
+
+def test_same_hashes_alone_or_among_200(tmp_path: Path) -> None:
+    tasks = builtin_tasks()
+    alone = run_sync(tasks, tmp_path / "a.db", trials=20, concurrency=1)
+    crowd = run_sync(tasks, tmp_path / "b.db", trials=20, concurrency=200)
+    assert len(alone) == len(crowd) == 240
+
+    def key(rs: list[Any]) -> dict[tuple[str, int], tuple[str, str]]:
+        return {(r.task_id, r.trial): (r.events_hash, r.state_hash) for r in rs}
+
+    assert key(alone) == key(crowd)
+    # trials differ in their seeds (coworker delays), so hashes are not trivially equal
+    assert len({r.events_hash for r in alone if r.task_id == "report-q3-travel"}) > 1
+
+
+def test_replay_hash_matches_live(tmp_path: Path) -> None:
+    db = tmp_path / "h.db"
+    results = run_sync(builtin_tasks(), db)
+    with Reader(db) as r:
+        for res in results:
+            events = list(r.events(res.episode_id))
+            assert events_hash(events) == res.events_hash
+            assert replay_events(events).state_hash() == res.state_hash
+            assert r.episode(res.episode_id).events_hash == res.events_hash
+    out = subprocess.run([*CLI, "replay", "--db", str(db), "--episode", results[0].episode_id,
+                          "--hash"], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.split() == ["events", results[0].events_hash, "state",
+                                  results[0].state_hash]
+
+
+@pytest.mark.mqtt
+def test_mqtt_bus_gives_the_memory_bus_hashes(tmp_path: Path, broker: tuple[str, int]) -> None:
+    tasks = builtin_tasks()
+    mem = run_sync(tasks, tmp_path / "m.db", trials=2)
+    mq = run_sync(tasks, tmp_path / "q.db", trials=2,
+                  bus=MqttBus(*broker, prefix=f"cwsim-{new_id()[:8]}"))
+    assert {(r.task_id, r.trial): r.events_hash for r in mem} == \
+        {(r.task_id, r.trial): r.events_hash for r in mq}
+    assert all(r.completion == 1.0 for r in mq)
+
+
+SLOW_REPLY = {
+    "id": "slow-reply", "family": "reporting", "capabilities": ["multi_turn_communication"],
+    "company": "acme", "start": "2026-03-02T09:00:00-05:00", "agent": "assistant",
+    "user": {"person": "maya"},
+    "coworkers": [{"person": "leo", "response": {"delay_minutes": [120, 120],
+                                                 "working_hours": None},
+                   "facts": [{"key": "b", "value": "The budget is 900.", "keywords": ["budget"]}]}],
+    "instruction": "Ask Leo for the budget and tell me.",
+    "reference": [
+        {"kind": "message", "to": "leo", "text": "What is the budget?"},
+        {"kind": "wait", "message_from": "leo"},
+        {"kind": "message", "to": "maya", "text": "The budget is 900."},
+        {"kind": "finish"}],
+    "checks": [{"id": "asked", "kind": "sql", "query": "SELECT 1", "expect": [[1]]}],
+}
+
+
+def test_two_simulated_hours_cost_no_wall_time(tmp_path: Path) -> None:
+    task = parse_task(SLOW_REPLY, "inline")
+    t0 = time.perf_counter()
+    (res,) = run_sync([task], tmp_path / "v.db")
+    wall = time.perf_counter() - t0
+    assert res.termination == "agent_finished"
+    assert res.sim_time == pytest.approx(7200.0)
+    assert wall < 1.0, wall
+    with Reader(tmp_path / "v.db") as r:
+        reply = next(e for e in r.events(res.episode_id)
+                     if e.kind == "message" and e.actor == "leo")
+    assert reply.sim_time == pytest.approx(7200.0)
+
+
+class SlowThinker(Actor):
+    """An agent whose decision takes real time, while a timer is due one simulated minute on."""
+
+    role = "agent"
+
+    def __init__(self) -> None:
+        self.clock_seen: list[float] = []
+
+    async def handle(self, envelope: Envelope, ctx: ActorContext) -> None:
+        if envelope.kind != "task":
+            if envelope.kind == "message":
+                ctx.finish("done")
+            return
+        self.clock_seen.append(ctx.now)
+        await anyio.sleep(0.3)  # a slow model call, in real time
+        self.clock_seen.append(ctx.now)
+        ctx.say("maya", "Working on it")
+
+
+def test_clock_never_jumps_while_an_actor_works() -> None:
+    raw = {**SLOW_REPLY, "id": "quiet", "coworkers": [],
+           "user": {"person": "maya", "response": {"delay_minutes": [30, 30],
+                                                   "working_hours": None},
+                    "triggers": [{"at_minutes": 1, "actions": [
+                        {"kind": "message", "to": "assistant", "text": "ping at one minute"}]}]}}
+    task = parse_task(raw, "inline")
+    agent = SlowThinker()
+    clock = VirtualClock()
+
+    async def go() -> Any:
+        async with MemoryBus("q") as bus:
+            kernel = EpisodeKernel(EpisodeSpec(task, "r", "e1"), bus=bus, store=None, agent=agent,
+                                   cast=scripted_cast(task), clock=clock)
+            return kernel, await kernel.run()
+
+    kernel, res = anyio.run(go)
+    assert agent.clock_seen == [0.0, 0.0]  # no jump during the 0.3 s of real work
+    kinds = [(e.actor, e.kind, e.sim_time) for e in kernel.events if not e.kind.startswith("ws.")]
+    said = kinds.index(("agent", "message", 0.0))
+    ping = next(i for i, k in enumerate(kinds) if k[0] == "maya" and k[1] == "message")
+    assert said < ping
+    assert kinds[ping][2] == 60.0
+    assert res.termination == "agent_finished"
+
+
+def test_bad_task_file_gives_a_clear_error_and_no_traceback(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("- id: x\n  family: f\n  capabilities: [tool_coordination]\n"
+                   "  company: acme\n  start: '2026-03-02T09:00:00Z'\n  agent: assistant\n"
+                   "  user: {person: maya}\n  instruction: do it\n"
+                   "  reference: [{kind: tool, tool: email_sned, args: {}}]\n"
+                   "  checks: [{id: c, kind: ticket, ticket: T1, weight: -1}]\n")
+    out = subprocess.run([*CLI, "run", "--tasks", str(bad), "--db", str(tmp_path / "x.db")],
+                         capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 2
+    assert "Traceback" not in out.stderr
+    assert f"{bad}[0]" in out.stderr
+    assert "checks[0].weight" in out.stderr
+    assert "greater than 0" in out.stderr
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text('{"id": "a"}\n{not json\n')
+    out = subprocess.run([*CLI, "run", "--tasks", str(broken)], capture_output=True, text=True,
+                         cwd=ROOT)
+    assert out.returncode == 2
+    assert "Traceback" not in out.stderr
+    assert f"{broken}:2: not JSON" in out.stderr
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"agent": "ghost"}, "agent: unknown person 'ghost'"),
+    ({"reference": [{"kind": "tool", "tool": "email_sned"}]}, "unknown tool 'email_sned'"),
+    ({"reference": [{"kind": "tool", "tool": "docs_read", "args": {"doc_id": "${s9.id}"}}]},
+     "refers to no earlier step"),
+    ({"reference": [{"kind": "wait"}]}, "exactly one of message_from, minutes, notification"),
+    ({"checks": [{"id": "a", "kind": "sql", "query": "x", "expect": []},
+                 {"id": "a", "kind": "sql", "query": "y", "expect": []}]}, "duplicate id 'a'"),
+])
+def test_task_references_are_validated(change: dict[str, Any], message: str) -> None:
+    from coworkenv.sim import TaskFileError
+
+    with pytest.raises(TaskFileError, match=message.replace("$", r"\$").replace("{", r"\{")):
+        parse_task({**SLOW_REPLY, **change}, "inline")
+
+
+@pytest.mark.slow
+def test_sigkill_then_resume_records_every_episode_once(tmp_path: Path) -> None:
+    db = tmp_path / "crash.db"
+    args = [*CLI, "run", "--tasks", "examples/tasks", "--trials", "40", "--concurrency", "4",
+            "--db", str(db), "--run-id", "R", "--quiet"]
+    proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        time.sleep(0.2)
+        try:
+            with sqlite3.connect(db) as c:
+                n = c.execute("SELECT count(*) FROM episodes WHERE status='completed'"
+                              ).fetchone()[0]
+        except sqlite3.Error:
+            continue
+        if n >= 40:
+            break
+    assert proc.poll() is None, "the run finished before it could be killed"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    with sqlite3.connect(db) as c:
+        before = c.execute("SELECT count(*) FROM episodes WHERE status='completed'").fetchone()[0]
+    assert 0 < before < 480
+    subprocess.run([*args[:-1], "--resume"], cwd=ROOT, check=True, capture_output=True)
+    with sqlite3.connect(db) as c:
+        rows = c.execute("SELECT task_id, trial, count(*) FROM episodes "
+                         "WHERE run_id='R' AND status='completed' GROUP BY 1, 2").fetchall()
+        statuses = dict(c.execute("SELECT status, count(*) FROM episodes GROUP BY 1").fetchall())
+        whole = c.execute("SELECT count(*) FROM episodes e WHERE status='completed' AND "
+                          "event_count != (SELECT count(*) FROM events v "
+                          "WHERE v.episode_id = e.episode_id)").fetchone()[0]
+    assert len(rows) == 12 * 40
+    assert all(n == 1 for *_, n in rows)
+    assert set(statuses) <= {"completed", "aborted"}
+    assert whole == 0
+    with Reader(db) as r:
+        done = r.episodes("R", status="completed")
+        assert all(e.completion == 1.0 for e in done)
