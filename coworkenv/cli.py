@@ -13,7 +13,7 @@ from rich.console import Console
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Synthesize, run, grade and export training environments for coworker "
                        "agents.")
-console = Console(width=None if sys.stdout.isatty() else 140)
+console = Console(width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True, soft_wrap=True)
 
 
@@ -60,7 +60,7 @@ def _load(paths: list[Path]) -> list[Any]:
 
 def _execute(tasks: list[Any], *, agent: str, db: Path, bus_url: str, trials: int,
              concurrency: int, clock: str, run_id: str | None, resume: bool,
-             quiet: bool = False) -> tuple[str, list[Any]]:
+             quiet: bool = False, faults: float = 0.0) -> tuple[str, list[Any]]:
     import anyio
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -81,9 +81,14 @@ def _execute(tasks: list[Any], *, agent: str, db: Path, bus_url: str, trials: in
             run_id = r.latest_run()
         if run_id is None:
             raise _fail(f"--resume: {db} holds no run")
+    from .sim.task import FaultPlan
+
+    if not 0.0 <= faults <= 1.0:
+        raise _fail(f"--faults: expected a rate between 0 and 1, got {faults}")
     rid = run_id or new_run_id()
     opts = RunOptions(rid, agent, trials, concurrency, clock,
-                      "teacher" if agent in TEACHERS else "student", resume)
+                      "teacher" if agent in TEACHERS else "student", resume,
+                      FaultPlan(rate=faults) if faults else None)
     total = len(tasks) * trials
 
     async def go() -> list[Any]:
@@ -107,17 +112,19 @@ def _table(results: list[Any], tasks: list[Any], title: str) -> None:
 
     by_id = {t.id: t for t in tasks}
     table = Table(title=title)
+    numeric = ("trial", "turns", "completion", "safety", "robust", "score")
     for col in ("task", "family", "capabilities", "trial", "turns", "sim time", "wall",
-                "termination", "completion"):
-        table.add_column(col, justify="right" if col in ("turns", "completion", "trial") else
-                         "left")
+                "termination", "completion", "safety", "robust", "score"):
+        table.add_column(col, justify="right" if col in numeric else "left")
     for r in sorted(results, key=lambda r: (r.family, r.task_id, r.trial)):
         caps = ", ".join(CAPABILITY_SHORT.get(c, c) for c in by_id[r.task_id].capabilities)
         colour = "green" if r.completion == 1.0 else "yellow" if r.completion > 0 else "red"
         table.add_row(r.task_id, r.family, caps, str(r.trial), str(r.turns),
                       f"{r.sim_time / 60:.0f} min", f"{r.wall_time * 1000:.0f} ms",
                       r.termination if not r.failure else f"{r.termination}: {r.failure}",
-                      f"[{colour}]{r.completion:.2f}[/{colour}]")
+                      f"[{colour}]{r.completion:.2f}[/{colour}]",
+                      f"{r.safety:.2f}" if r.safety == 1 else f"[red]{r.safety:.2f}[/red]",
+                      f"{r.robustness:.2f}", f"{r.score:.2f}" + (" ✓" if r.passed else ""))
     console.print(table)
 
 
@@ -127,13 +134,16 @@ def demo(
     bus: Annotated[str, typer.Option(help=BUS_HELP)] = "memory",
     concurrency: Annotated[int, typer.Option(help="Episodes at once")] = 64,
     clock: Annotated[str, typer.Option(help="virtual (default) or wall")] = "virtual",
+    faults: Annotated[float, typer.Option(help="Rate of injected failures on the agent's "
+                                          "write-tool calls (0..1)")] = 0.0,
 ) -> None:
     """Run every built-in task with the oracle agent, concurrently, and print the results."""
     from .sim import builtin_tasks
 
     tasks = builtin_tasks()
     rid, results = _execute(tasks, agent="oracle", db=db, bus_url=bus, trials=1,
-                            concurrency=concurrency, clock=clock, run_id=None, resume=False)
+                            concurrency=concurrency, clock=clock, run_id=None, resume=False,
+                            faults=faults)
     _table(results, tasks, f"coworkenv demo: {rid} -> {db}")
     failed = [r for r in results if r.status != "completed"]
     if failed:
@@ -153,12 +163,14 @@ def run(
     resume: Annotated[bool, typer.Option(help="Complete the missing episodes of a run (the "
                                          "latest one unless --run-id)")] = False,
     quiet: Annotated[bool, typer.Option(help="No progress bar or table")] = False,
+    faults: Annotated[float, typer.Option(help="Rate of injected failures on the agent's "
+                                          "write-tool calls (0..1)")] = 0.0,
 ) -> None:
     """Run tasks with an agent; every episode is recorded in the store."""
     loaded = _load(tasks)
     rid, results = _execute(loaded, agent=agent, db=db, bus_url=bus, trials=trials,
                             concurrency=concurrency, clock=clock, run_id=run_id, resume=resume,
-                            quiet=quiet)
+                            quiet=quiet, faults=faults)
     if not quiet:
         _table(results, loaded, f"{rid} -> {db}")
     done = [r for r in results if r.status == "completed"]
@@ -195,6 +207,158 @@ def replay(
             body = json.dumps(e.payload, ensure_ascii=False)
             console.print(f"{e.seq:>5} {e.sim_time / 60:>7.1f}m {e.actor:>10} {e.kind:<22} "
                           f"{body[:110]}", highlight=False, markup=False)
+
+
+def _reader(db: Path) -> Any:
+    from .store import Reader, StoreError
+
+    try:
+        return Reader(db)
+    except StoreError as exc:
+        raise _fail(str(exc)) from None
+
+
+@app.command()
+def regrade(
+    db: Annotated[Path, typer.Option(help=DB_HELP)],
+    tasks: Annotated[list[Path] | None, typer.Option("--tasks", help="Task files to grade "
+                                                     "with (default: the specs the run used)")]
+    = None,
+    run_id: Annotated[str | None, typer.Option("--run", help="Only this run")] = None,
+) -> None:
+    """Grade recorded episodes again from the event log, without re-running them."""
+    import anyio
+
+    from .sim.report import regrade_store
+    from .store import EventStore
+
+    _reader(db).close()
+    loaded = _load(tasks) if tasks else None
+
+    async def go() -> dict[str, int]:
+        async with EventStore(db) as store:
+            return await regrade_store(store, loaded, run_id)
+
+    counts = anyio.run(go)
+    console.print(f"regraded {counts['episodes']} episode(s): {counts['changed']} changed, "
+                  f"{counts['skipped']} skipped (no task spec)")
+
+
+def _summary_table(title: str, groups: dict[str, Any], label: str) -> None:
+    from rich.table import Table
+
+    t = Table(title=title)
+    for col in (label, "episodes", "score", "completion", "safety viol.", "robustness",
+                "pass rate", "pass@k", "pass^k"):
+        t.add_column(col, justify="left" if col == label else "right")
+    for name, s in groups.items():
+        t.add_row(name, str(s["episodes"]), f"{s['score']:.3f}", f"{s['completion']:.3f}",
+                  str(s["safety_violations"]), f"{s['robustness']:.3f}", f"{s['pass_rate']:.3f}",
+                  f"{s['pass_at_k']:.3f}" if s["pass_at_k"] is not None else "-",
+                  f"{s['pass_hat_k']:.3f}" if s["pass_hat_k"] is not None else "-")
+    console.print(t)
+
+
+@app.command("eval")
+def eval_(
+    db: Annotated[Path, typer.Option(help=DB_HELP)] = Path("runs/coworkenv.db"),
+    run_id: Annotated[str | None, typer.Option("--run", help="Run id (default: the latest)")]
+    = None,
+    k: Annotated[int | None, typer.Option(help="k for pass@k and pass^k (default: trials)")]
+    = None,
+    out: Annotated[Path | None, typer.Option(help="Folder for the JSON and PNG (default: "
+                                             "next to the database)")] = None,
+    compare: Annotated[tuple[str, str] | None, typer.Option(help="Compare two runs: A B")]
+    = None,
+    episode: Annotated[str | None, typer.Option(help="Show one episode's grade and the "
+                                                "evidence each item rests on")] = None,
+) -> None:
+    """Report scores per workflow family and capability (table, JSON, PNG chart)."""
+    from .sim.report import chart, summarize
+    from .sim.report import compare as compare_runs
+
+    reader = _reader(db)
+    with reader:
+        if episode is not None:
+            _show_episode(reader, episode)
+            return
+        if compare is not None:
+            a, b = (reader.graded_episodes(r) for r in compare)
+            for rid, rows in zip(compare, (a, b), strict=True):
+                if not rows:
+                    raise _fail(f"--compare: run {rid!r} has no graded episodes in {db}")
+            diff = compare_runs(a, b)
+            from rich.table import Table
+
+            t = Table(title=f"{compare[1]} vs {compare[0]}")
+            for col in ("family", "score A", "score B", "delta", "pass A", "pass B", "delta"):
+                t.add_column(col, justify="left" if col == "family" else "right")
+            for fam, d in [*diff["by_family"].items(), ("(all)", diff["overall"])]:
+                x, y = d["a"], d["b"]
+                t.add_row(fam, f"{x['score']:.3f}" if x else "-", f"{y['score']:.3f}" if y else "-",
+                          f"{d.get('score_delta') or 0:+.3f}", f"{x['pass_rate']:.3f}" if x else "-",
+                          f"{y['pass_rate']:.3f}" if y else "-",
+                          f"{d.get('pass_rate_delta') or 0:+.3f}")
+            console.print(t)
+            dest = (out or db.parent) / f"compare-{compare[0]}-{compare[1]}.json"
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_text(json.dumps(diff, indent=2))
+            console.print(f"wrote {dest}")
+            return
+        rid = run_id or reader.latest_run()
+        if rid is None:
+            raise _fail(f"{db} holds no run")
+        rows = reader.graded_episodes(rid)
+    if not rows:
+        raise _fail(f"run {rid!r} has no graded episodes in {db}")
+    summary = summarize(rows, k)
+    _summary_table(f"{rid}: by workflow family", summary["by_family"], "family")
+    _summary_table(f"{rid}: by capability", summary["by_capability"], "capability")
+    o = summary["overall"]
+    console.print(f"overall: {o['episodes']} episodes, score {o['score']:.3f}, pass rate "
+                  f"{o['pass_rate']:.3f}, pass@{o['k']} {o['pass_at_k']:.3f}, "
+                  f"pass^{o['k']} {o['pass_hat_k']:.3f}, safety violations "
+                  f"{o['safety_violations']}")
+    folder = out or db.parent
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"eval-{rid}.json").write_text(json.dumps({"run": rid, **summary,
+                                                         "episodes": rows}, indent=2))
+    chart(summary, folder / f"eval-{rid}.png", rid)
+    console.print(f"wrote {folder / f'eval-{rid}.json'} and {folder / f'eval-{rid}.png'}")
+
+
+def _show_episode(reader: Any, episode: str) -> None:
+    from rich.table import Table
+
+    from .store import StoreError
+
+    try:
+        ep = reader.episode(episode)
+    except StoreError as exc:
+        raise _fail(str(exc)) from None
+    g = reader.grade(episode)
+    if g is None:
+        raise _fail(f"episode {episode!r} has no grade ({ep.status}: {ep.failure})")
+    console.print(f"[bold]{episode}[/bold] task {ep.task_id} ({ep.family}), {ep.termination}: "
+                  f"completion {g['completion']:.3f}, safety {g['safety']:.3f}, robustness "
+                  f"{g['robustness']:.3f}, score {g['score']:.3f}, "
+                  f"{'passed' if g['passed'] else 'failed'}")
+    t = Table(title="evidence")
+    for col in ("item", "kind", "weight/value", "result", "detail", "event seqs"):
+        t.add_column(col)
+    for c in reader.check_results(episode):
+        t.add_row(c["check_id"], c["kind"], f"{c['weight']:g}", "pass" if c["passed"] else
+                  "[red]fail[/red]", c["detail"][:70], ", ".join(map(str, c["evidence"])))
+    for r in g["detail"].get("rules", []):
+        t.add_row(r["id"], f"safety:{r['kind']}", f"{r['value']:g}",
+                  "pass" if r["passed"] else "[red]VIOLATED[/red]", r["detail"][:70],
+                  ", ".join(map(str, r["evidence"])))
+    rob = g["detail"].get("robustness", {})
+    t.add_row("robustness", "robustness", f"{rob.get('value', 1):g}",
+              f"{rob.get('failed_calls', 0)} failed / {rob.get('calls', 0)} calls",
+              f"recovered {rob.get('recovered_tools', [])} of {rob.get('failed_tools', [])}",
+              ", ".join(map(str, rob.get("evidence", []))))
+    console.print(t)
 
 
 @app.command()

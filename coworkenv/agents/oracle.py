@@ -9,6 +9,8 @@ from ..bus import Envelope
 from ..sim.actor import Actor, ActorContext
 from ..sim.task import FinishStep, MessageStep, Step, ToolStep, WaitStep, resolve_refs
 
+TRANSIENT = frozenset({"rate_limited", "server_error", "unavailable"})
+
 
 @dataclass
 class OracleAgent(Actor):
@@ -20,7 +22,10 @@ class OracleAgent(Actor):
 
     steps: list[Step]
     role: str = "agent"
+    max_retries: int = 8
+    """Transient failures (rate limits, server errors) are retried this many times."""
     pc: int = 0
+    retries: int = 0
     results: dict[str, Any] = field(default_factory=dict)
     waiting: dict[str, Any] | None = None
     started: bool = False
@@ -38,7 +43,15 @@ class OracleAgent(Actor):
             return
         if envelope.kind == "tool_result":
             step = self.steps[self.pc - 1]
-            if isinstance(step, ToolStep) and step.id:
+            assert isinstance(step, ToolStep)
+            error = envelope.payload.get("error") or {}
+            if error.get("code") in TRANSIENT and self.retries < self.max_retries:
+                self.retries += 1
+                call_id = ctx.call_tool(step.tool, resolve_refs(step.args, self.results))
+                self.waiting = {"call_id": call_id}
+                return
+            self.retries = 0
+            if step.id:
                 self.results[step.id] = envelope.payload.get("result")
         self.waiting = None
         self._advance(ctx)

@@ -4,7 +4,8 @@ SQL checks run on a read-only, in-memory copy of the projection (tables below) t
 connection that refuses every write and every ATTACH. Typed checks read the state directly;
 trajectory checks read the recorded events. Each result cites the event seqs it rests on.
 
-Tables: people, emails, email_recipients(email_id, person, field), channels,
+Tables: people, emails, email_recipients(email_id, person, field),
+email_labels(email_id, person, label), channels,
 channel_members(channel_id, person), chat_messages, calendar_events,
 calendar_attendees(event_id, person, response), documents,
 document_permissions(doc_id, person, permission), tickets, ticket_comments.
@@ -50,6 +51,7 @@ CREATE TABLE people (id TEXT PRIMARY KEY, name TEXT, email TEXT, role TEXT, team
 CREATE TABLE emails (id TEXT PRIMARY KEY, sender TEXT, subject TEXT, body TEXT, thread TEXT,
   in_reply_to TEXT, sent_at TEXT, attachments TEXT, deleted_by TEXT);
 CREATE TABLE email_recipients (email_id TEXT, person TEXT, field TEXT);
+CREATE TABLE email_labels (email_id TEXT, person TEXT, label TEXT);
 CREATE TABLE channels (id TEXT PRIMARY KEY, name TEXT, internal_only INTEGER, is_dm INTEGER);
 CREATE TABLE channel_members (channel_id TEXT, person TEXT);
 CREATE TABLE chat_messages (id TEXT PRIMARY KEY, channel TEXT, sender TEXT, text TEXT,
@@ -93,6 +95,9 @@ def projection_db(state: WorkspaceState) -> sqlite3.Connection:
     ins("INSERT INTO email_recipients VALUES (?,?,?)", [
         (m.id, p, f) for m in state.emails.values() for f, ps in (("to", m.to), ("cc", m.cc))
         for p in ps])
+    ins("INSERT INTO email_labels VALUES (?,?,?)", [
+        (m.id, p, label) for m in state.emails.values() for p, labels in m.labels.items()
+        for label in labels])
     ins("INSERT INTO channels VALUES (?,?,?,?)", [
         (c.id, c.name, int(c.internal_only), int(c.is_dm)) for c in state.channels.values()])
     ins("INSERT INTO channel_members VALUES (?,?)", [

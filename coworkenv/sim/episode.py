@@ -22,9 +22,10 @@ from ..store import EventRecord, EventStore
 from ..store._records import encode_payload
 from ..workspace import WorkspaceState, apply_event
 from .actor import Actor, ActorContext
-from .checks import CheckResult, evaluate_checks
+from .checks import CheckResult
 from .clock import Clock
 from .errors import Boundary
+from .grading import Grade, GradeWeights, grade
 from .services import ToolService, World
 from .task import Task
 
@@ -61,6 +62,11 @@ class EpisodeResult:
     failure_boundary: str | None = None
     failure: str | None = None
     checks: list[CheckResult] = field(default_factory=list)
+    safety: float = 0.0
+    robustness: float = 0.0
+    score: float = 0.0
+    passed: bool = False
+    grade: Grade | None = None
 
 
 @dataclass(slots=True)
@@ -108,7 +114,8 @@ def seeded(task: Task) -> tuple[WorkspaceState, list[tuple[str, dict[str, Any], 
 class EpisodeKernel:
     def __init__(self, spec: EpisodeSpec, *, bus: Bus, store: EventStore | None, agent: Actor,
                  cast: dict[str, Actor], clock: Clock, faults: Any = None,
-                 remote_agent: bool = False) -> None:
+                 remote_agent: bool = False, weights: GradeWeights | None = None) -> None:
+        self.weights = weights
         self.spec = spec
         self.task = spec.task
         self.bus = bus
@@ -272,13 +279,14 @@ class EpisodeKernel:
         spec, task = self.spec, self.task
         termination = self._stop or "failed"
         self._record("kernel", "episode.end", {"termination": termination, "turns": self.turns})
-        checks: list[CheckResult] = []
-        completion = 0.0
+        g: Grade | None = None
         if self._failure is None:
             try:
-                checks, completion = evaluate_checks(task, self.state, self.events)
+                g = grade(task, self.state, self.events, self.weights)
             except Exception as exc:
                 self._failure = ("grading", f"{type(exc).__name__}: {exc}")
+        checks = g.checks if g else []
+        completion = g.completion if g else 0.0
         status = "failed" if self._failure else "completed"
         result = EpisodeResult(
             episode_id=spec.episode_id, task_id=task.id, family=task.family, trial=spec.trial,
@@ -286,7 +294,9 @@ class EpisodeKernel:
             sim_time=self.clock.now, wall_time=wall, event_count=len(self.events),
             events_hash=self._hash.hexdigest(), state_hash=self.state.state_hash(),
             failure_boundary=self._failure[0] if self._failure else None,
-            failure=self._failure[1] if self._failure else None, checks=checks)
+            failure=self._failure[1] if self._failure else None, checks=checks,
+            safety=g.safety if g else 0.0, robustness=g.robustness if g else 0.0,
+            score=g.score if g else 0.0, passed=g.passed if g else False, grade=g)
         if self.store is not None:
             await self._save()
             await self.store.executemany(
@@ -294,11 +304,8 @@ class EpisodeKernel:
                 "VALUES (?, ?, ?, ?)",
                 [(spec.episode_id, app, eid, encode_payload(row))
                  for app, rows in self.state.to_json().items() for eid, row in rows.items()])
-            await self.store.executemany(
-                "INSERT OR REPLACE INTO check_results (episode_id, check_id, kind, weight, passed, "
-                "detail, evidence) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [(spec.episode_id, c.id, c.kind, c.weight, int(c.passed), c.detail,
-                  encode_payload(c.evidence)) for c in checks])
+            if g is not None:
+                await save_grade(self.store, spec.episode_id, g)
             await self.store.finish_episode(
                 spec.episode_id, status=status, sim_time=result.sim_time, turns=self.turns,
                 termination=termination, completion=completion if status == "completed" else None,
@@ -306,6 +313,13 @@ class EpisodeKernel:
                 state_hash=result.state_hash, failure_boundary=result.failure_boundary,
                 failure=result.failure, outcome={"wall_time": round(wall, 6)})
         return result
+
+
+async def save_grade(store: EventStore, episode_id: str, g: Grade) -> None:
+    await store.save_grade(
+        episode_id, completion=g.completion, safety=g.safety, robustness=g.robustness,
+        score=g.score, passed=g.passed, detail=g.detail(),
+        checks=[(c.id, c.kind, c.weight, c.passed, c.detail, c.evidence) for c in g.checks])
 
 
 def _boundary(name: str, actor: Actor) -> Boundary:

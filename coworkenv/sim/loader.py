@@ -16,7 +16,8 @@ from .task import Task
 
 BUILTIN = Path(__file__).resolve().parents[1] / "builtin_tasks"
 _TAGS = {"tool", "message", "wait", "finish", "sql", "email_sent", "chat_message",
-         "calendar_event", "ticket", "doc", "tool_order", "asked_before", "no_tool"}
+         "calendar_event", "ticket", "doc", "tool_order", "asked_before", "no_tool",
+         "forbidden_tool", "confidential", "recipients", "destructive"}
 
 
 @cache

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 import zlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import anyio
 
@@ -14,7 +14,9 @@ from ..store import EventStore, Reader
 from .actor import Actor
 from .clock import make_clock
 from .episode import EpisodeKernel, EpisodeResult, EpisodeSpec
-from .task import Task
+from .faults import FaultInjector
+from .grading import GradeWeights
+from .task import FaultPlan, Task
 
 CastFactory = Callable[[Task], dict[str, Actor]]
 
@@ -36,11 +38,13 @@ class RunOptions:
     clock: str = "virtual"
     role: str = "student"
     resume: bool = False
+    faults: FaultPlan | None = None
+    """Faults for every task (a task's own plan wins)."""
+    weights: GradeWeights = field(default_factory=GradeWeights)
 
 
 async def run_episodes(tasks: Sequence[Task], *, agent: Callable[[Task], Actor],
                        cast: CastFactory, bus: Bus, store: EventStore, options: RunOptions,
-                       faults: Callable[[Task, int], object] | None = None,
                        on_done: Callable[[EpisodeResult], None] | None = None,
                        remote_agent: bool = False) -> list[EpisodeResult]:
     """Run every (task, trial) not yet recorded in this run; return the results of this call.
@@ -61,7 +65,10 @@ async def run_episodes(tasks: Sequence[Task], *, agent: Callable[[Task], Actor],
                         attempts[(t.id, k)] = r.next_attempt(options.run_id, t.id, k)
     await store.create_run(options.run_id, options.agent_name,
                            {"trials": options.trials, "clock": options.clock,
-                            "tasks": [t.id for t in tasks], "role": options.role})
+                            "tasks": [t.id for t in tasks], "role": options.role,
+                            "faults": options.faults.model_dump() if options.faults else None})
+    await store.save_tasks(options.run_id, [(t.id, t.family, list(t.capabilities),
+                                             t.model_dump_json()) for t in tasks])
     for k in range(options.trials):
         for t in tasks:
             if (t.id, k) not in done:
@@ -75,12 +82,13 @@ async def run_episodes(tasks: Sequence[Task], *, agent: Callable[[Task], Actor],
             spec = EpisodeSpec(task, options.run_id,
                                f"{options.run_id}:{task.id}:{trial}:{attempt}", trial, attempt,
                                seed, options.agent_name, options.role)
+            plan = task.faults or options.faults
             try:
                 kernel = EpisodeKernel(
                     spec, bus=bus, store=store, agent=agent(task), cast=cast(task),
                     clock=make_clock(options.clock),
-                    faults=faults(task, seed) if faults is not None else None,
-                    remote_agent=remote_agent)
+                    faults=FaultInjector.for_episode(plan, seed) if plan else None,
+                    remote_agent=remote_agent, weights=options.weights)
                 result = await kernel.run()
             except Exception as exc:  # setup failed: record it on this episode alone
                 result = await _setup_failure(store, spec, exc)

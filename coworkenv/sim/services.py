@@ -32,22 +32,29 @@ class ToolService(Actor):
         caller = envelope.sender
         person = p.get("as") if caller == "world" else ctx.person_for(caller)
         self.calls += 1
-        injected = self.faults.check(p.get("tool", ""), ctx) if self.faults is not None else None
+        tool = str(p.get("tool", ""))
+        faults = self.faults if caller == "agent" else None  # the agent's calls only
+        injected = faults.failure(tool) if faults is not None else None
+        delay = faults.delay(tool) if faults is not None else 0.0
+        if injected is not None or delay:
+            self.record("tools", "fault.injected", {
+                "call_id": p.get("call_id"), "tool": tool, "caller": caller,
+                "failure": injected["error"]["code"] if injected else None,
+                "delay": round(delay, 3)})
+        notifications: list[Any] = []
         if injected is not None:
             self.failures += 1
             observation: dict[str, Any] = injected
             ok = False
-            notifications = []
         else:
-            out = execute_tool(self.state, person or "", str(p.get("tool", "")),
-                               p.get("arguments"), ctx.now_dt)
+            out = execute_tool(self.state, person or "", tool, p.get("arguments"), ctx.now_dt)
             for kind, payload in out.events:
                 self.record("tools", kind, payload)
             observation, ok, notifications = out.observation, out.ok, out.notifications
             if not ok:
                 self.failures += 1
         ctx.send(caller, "tool_result", {"call_id": p.get("call_id"), "tool": p.get("tool"),
-                                         "ok": ok, **observation})
+                                         **observation}, delay=delay)
         for n in notifications:
             actor = ctx.actor_for(n.person)
             if actor is not None:

@@ -116,6 +116,43 @@ class Reader:
             out.setdefault(app, {})[eid] = json.loads(data)
         return out
 
+    def grade(self, episode_id: str) -> dict[str, Any] | None:
+        row = self.conn.execute(
+            "SELECT completion, safety, robustness, score, passed, detail FROM grades "
+            "WHERE episode_id=?", (episode_id,)).fetchone()
+        if row is None:
+            return None
+        return {"completion": row[0], "safety": row[1], "robustness": row[2], "score": row[3],
+                "passed": bool(row[4]), "detail": json.loads(row[5])}
+
+    def task_specs(self, run_id: str) -> dict[str, str]:
+        """task id -> the task's JSON spec as the run used it."""
+        return dict(self.conn.execute("SELECT task_id, spec FROM tasks WHERE run_id=?",
+                                      (run_id,)).fetchall())
+
+    def graded_episodes(self, run_id: str | None = None) -> list[dict[str, Any]]:
+        """Completed episodes with their grade and their task's family and capabilities."""
+        sql = ("SELECT e.episode_id, e.run_id, e.task_id, e.trial, e.family, t.capabilities, "
+               "g.completion, g.safety, g.robustness, g.score, g.passed, e.turns, e.sim_time, "
+               "e.termination FROM episodes e JOIN grades g USING (episode_id) "
+               "LEFT JOIN tasks t ON t.run_id = e.run_id AND t.task_id = e.task_id "
+               "WHERE e.status = 'completed'")
+        params: tuple[Any, ...] = ()
+        if run_id is not None:
+            sql += " AND e.run_id = ?"
+            params = (run_id,)
+        sql += " ORDER BY e.run_id, e.task_id, e.trial"
+        keys = ("episode_id", "run_id", "task_id", "trial", "family", "capabilities",
+                "completion", "safety", "robustness", "score", "passed", "turns", "sim_time",
+                "termination")
+        out = []
+        for row in self.conn.execute(sql, params):
+            d = dict(zip(keys, row, strict=True))
+            d["capabilities"] = json.loads(d["capabilities"] or "[]")
+            d["passed"] = bool(d["passed"])
+            out.append(d)
+        return out
+
     def check_results(self, episode_id: str) -> list[dict[str, Any]]:
         cur = self.conn.execute(
             "SELECT check_id, kind, weight, passed, detail, evidence FROM check_results "

@@ -70,6 +70,28 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (episode_id, check_id)
     ) WITHOUT ROWID;
     """,
+    # 2: grades (completion, safety, robustness, score) and the task specs a run used, so any
+    # past run can be re-graded without its task files
+    """
+    CREATE TABLE grades (
+        episode_id  TEXT PRIMARY KEY,
+        completion  REAL NOT NULL,
+        safety      REAL NOT NULL,
+        robustness  REAL NOT NULL,
+        score       REAL NOT NULL,
+        passed      INTEGER NOT NULL,
+        detail      TEXT NOT NULL DEFAULT '{}',
+        graded_at   REAL NOT NULL
+    ) WITHOUT ROWID;
+    CREATE TABLE tasks (
+        run_id      TEXT NOT NULL,
+        task_id     TEXT NOT NULL,
+        family      TEXT NOT NULL,
+        capabilities TEXT NOT NULL,
+        spec        TEXT NOT NULL,
+        PRIMARY KEY (run_id, task_id)
+    ) WITHOUT ROWID;
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

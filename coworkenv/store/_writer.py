@@ -200,6 +200,29 @@ class EventStore:
              events_hash, state_hash, failure_boundary, failure,
              json.dumps(outcome or {}, sort_keys=True), episode_id))
 
+    async def save_grade(self, episode_id: str, *, completion: float, safety: float,
+                         robustness: float, score: float, passed: bool, detail: dict[str, Any],
+                         checks: list[tuple[str, str, float, bool, str, list[int]]]) -> None:
+        """Write (or replace) an episode's grade and its check results."""
+        await self.execute("DELETE FROM check_results WHERE episode_id=?", (episode_id,))
+        await self.executemany(
+            "INSERT INTO check_results (episode_id, check_id, kind, weight, passed, detail, "
+            "evidence) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [(episode_id, cid, kind, weight, int(ok), text, json.dumps(ev))
+             for cid, kind, weight, ok, text, ev in checks])
+        await self.execute(
+            "INSERT OR REPLACE INTO grades (episode_id, completion, safety, robustness, score, "
+            "passed, detail, graded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (episode_id, completion, safety, robustness, score, int(passed),
+             json.dumps(detail, sort_keys=True), time.time()))
+
+    async def save_tasks(self, run_id: str, tasks: list[tuple[str, str, list[str], str]]) -> None:
+        """The task specs a run used: (task_id, family, capabilities, spec JSON)."""
+        await self.executemany(
+            "INSERT OR REPLACE INTO tasks (run_id, task_id, family, capabilities, spec) "
+            "VALUES (?, ?, ?, ?, ?)",
+            [(run_id, tid, fam, json.dumps(caps), spec) for tid, fam, caps, spec in tasks])
+
     async def abort_running(self, run_id: str) -> None:
         """Mark episodes left 'running' by a crash as aborted (they are not counted)."""
         await self.execute(

@@ -1,0 +1,128 @@
+"""Evaluation reports over graded episodes: per workflow family and per capability."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from pathlib import Path
+from statistics import mean
+from typing import Any
+
+from ..store import EventStore, Reader
+from .episode import save_grade
+from .grading import GradeWeights, pass_at_k, pass_hat_k, regrade
+from .task import Task
+
+
+def _stats(rows: list[dict[str, Any]], k: int | None) -> dict[str, Any]:
+    by_task: dict[str, list[bool]] = defaultdict(list)
+    for r in rows:
+        by_task[r["task_id"]].append(r["passed"])
+    kk = k or min(len(v) for v in by_task.values())
+    usable = {t: v for t, v in by_task.items() if len(v) >= kk}
+    return {
+        "episodes": len(rows),
+        "tasks": len(by_task),
+        "score": round(mean(r["score"] for r in rows), 4),
+        "completion": round(mean(r["completion"] for r in rows), 4),
+        "safety": round(mean(r["safety"] for r in rows), 4),
+        "safety_violations": sum(1 for r in rows if r["safety"] < 1.0),
+        "robustness": round(mean(r["robustness"] for r in rows), 4),
+        "pass_rate": round(mean(1.0 if r["passed"] else 0.0 for r in rows), 4),
+        "k": kk,
+        "pass_at_k": round(mean(pass_at_k(len(v), sum(v), kk) for v in usable.values()), 4)
+        if usable else None,
+        "pass_hat_k": round(mean(pass_hat_k(len(v), sum(v), kk) for v in usable.values()), 4)
+        if usable else None,
+    }
+
+
+def summarize(rows: list[dict[str, Any]], k: int | None = None) -> dict[str, Any]:
+    """Aggregate graded episodes (from ``Reader.graded_episodes``) overall, by family and by
+    capability. pass@k and pass^k are computed per task over its trials, then averaged."""
+    if not rows:
+        return {"overall": None, "by_family": {}, "by_capability": {}}
+    fam: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    cap: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        fam[r["family"]].append(r)
+        for c in r["capabilities"]:
+            cap[c].append(r)
+    return {"overall": _stats(rows, k),
+            "by_family": {f: _stats(v, k) for f, v in sorted(fam.items())},
+            "by_capability": {c: _stats(v, k) for c, v in sorted(cap.items())}}
+
+
+def compare(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> dict[str, Any]:
+    """Run B against run A, per family and overall (B - A)."""
+    sa, sb = summarize(a), summarize(b)
+    out: dict[str, Any] = {}
+    for fam in sorted(set(sa["by_family"]) | set(sb["by_family"])):
+        x, y = sa["by_family"].get(fam), sb["by_family"].get(fam)
+        out[fam] = {"a": x, "b": y, "score_delta": round(y["score"] - x["score"], 4)
+                    if x and y else None,
+                    "pass_rate_delta": round(y["pass_rate"] - x["pass_rate"], 4)
+                    if x and y else None}
+    o = {"a": sa["overall"], "b": sb["overall"]}
+    if sa["overall"] and sb["overall"]:
+        o["score_delta"] = round(sb["overall"]["score"] - sa["overall"]["score"], 4)
+        o["pass_rate_delta"] = round(sb["overall"]["pass_rate"] - sa["overall"]["pass_rate"], 4)
+    return {"overall": o, "by_family": out}
+
+
+def chart(summary: dict[str, Any], path: Path, title: str) -> None:
+    """Score per family and per capability, with pass@k beside pass^k."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    groups = [("family", summary["by_family"]), ("capability", summary["by_capability"])]
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.8))
+    for ax, (label, data) in zip(axes, groups, strict=True):
+        names = list(data)
+        xs = range(len(names))
+        width = 0.27
+        ax.bar([x - width for x in xs], [data[n]["score"] for n in names], width, label="score")
+        ax.bar(list(xs), [data[n]["pass_at_k"] or 0 for n in names], width, label="pass@k")
+        ax.bar([x + width for x in xs], [data[n]["pass_hat_k"] or 0 for n in names], width,
+               label="pass^k")
+        ax.set_xticks(list(xs), [n.replace("_", "\n") for n in names], fontsize=8)
+        ax.set_ylim(0, 1.05)
+        ax.set_title(f"by {label}")
+        ax.legend(fontsize=8, loc="lower right")
+    k = summary["overall"]["k"] if summary["overall"] else "?"
+    fig.suptitle(f"{title} (k={k})")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+async def regrade_store(store: EventStore, tasks: Iterable[Task] | None = None,
+                        run_id: str | None = None,
+                        weights: GradeWeights | None = None) -> dict[str, int]:
+    """Grade every completed episode again from its events; write the new grades."""
+    given = {t.id: t for t in tasks or []}
+    counts = {"episodes": 0, "changed": 0, "skipped": 0}
+    await store.flush()
+    with Reader(store) as r:
+        specs: dict[str, dict[str, str]] = {}
+        for ep in r.episodes(run_id, status="completed"):
+            task = given.get(ep.task_id)
+            if task is None:
+                if ep.run_id not in specs:
+                    specs[ep.run_id] = r.task_specs(ep.run_id)
+                spec = specs[ep.run_id].get(ep.task_id)
+                if spec is None:
+                    counts["skipped"] += 1
+                    continue
+                task = Task.model_validate_json(spec)
+            g = regrade(task, list(r.events(ep.episode_id)), weights)
+            old = r.grade(ep.episode_id)
+            counts["episodes"] += 1
+            if old is None or abs(old["score"] - g.score) > 1e-9 or old["passed"] != g.passed:
+                counts["changed"] += 1
+            await save_grade(store, ep.episode_id, g)
+    await store.flush()
+    return counts
