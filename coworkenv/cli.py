@@ -184,23 +184,78 @@ def replay(
     episode: Annotated[str, typer.Option(help="Episode id")],
     hash_: Annotated[bool, typer.Option("--hash", help="Print the event-sequence hash and the "
                                         "final workspace hash, rebuilt from the log")] = False,
+    at: Annotated[int | None, typer.Option(help="Print the workspace as it was at this seq")]
+    = None,
+    diff: Annotated[tuple[int, int] | None, typer.Option(help="Print what changed between "
+                                                         "two seqs: A B")] = None,
+    agent_view: Annotated[bool, typer.Option("--agent-view", help="Print the messages the "
+                                             "agent saw and produced, in chat format")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="JSON instead of text")] = False,
 ) -> None:
-    """Replay an episode from the event log."""
-    from .sim import events_hash
-    from .store import Reader, StoreError
-    from .workspace import replay_events
+    """Replay an episode from the event log: timeline, time travel, diffs, the agent's view."""
+    from rich.markup import escape
 
-    try:
-        reader = Reader(db)
-        reader.episode(episode)
-    except StoreError as exc:
-        raise _fail(str(exc)) from None
+    from .agents.chat import agent_view as render_agent_view
+    from .sim import events_hash
+    from .store import StoreError
+    from .workspace import replay_events
+    from .workspace.diff import describe_state, diff_states
+
+    reader = _reader(db)
     with reader:
+        try:
+            reader.episode(episode)
+        except StoreError as exc:
+            raise _fail(str(exc)) from None
         events = list(reader.events(episode))
-        state = replay_events(events)
-        if hash_:
-            sys.stdout.write(f"events {events_hash(events)}\nstate {state.state_hash()}\n")
+    last = events[-1].seq if events else -1
+    for name, seq in (("--at", at), *(((f"--diff {i + 1}", s) for i, s in
+                                       enumerate(diff)) if diff else ())):
+        if seq is not None and not 0 <= seq <= last:
+            raise _fail(f"{name}: seq {seq} is outside this episode (0..{last})")
+    if hash_:
+        sys.stdout.write(f"events {events_hash(events)}\nstate "
+                         f"{replay_events(events).state_hash()}\n")
+    elif at is not None:
+        state = replay_events(events, upto=at)
+        if as_json:
+            sys.stdout.write(json.dumps(state.to_json(), indent=2) + "\n")
+        else:
+            e = events[at]
+            console.print(f"workspace at seq {at} ({e.sim_time / 60:.1f} simulated min, after "
+                          f"{e.actor} {e.kind}):", highlight=False)
+            for line in describe_state(state):
+                console.print(line, highlight=False, markup=False)
+    elif diff is not None:
+        a, b = diff
+        d = diff_states(replay_events(events, upto=a), replay_events(events, upto=b))
+        if as_json:
+            sys.stdout.write(json.dumps(d, indent=2) + "\n")
             return
+        if not d:
+            console.print(f"no change between seq {a} and seq {b}")
+        for app_name, ch in d.items():
+            for eid, data in ch["added"].items():
+                console.print(f"+ {app_name}/{eid}: {json.dumps(data, ensure_ascii=False)[:150]}",
+                              highlight=False, markup=False)
+            for eid in ch["removed"]:
+                console.print(f"- {app_name}/{eid}", highlight=False, markup=False)
+            for eid, fields in ch["changed"].items():
+                for f, (old, new) in fields.items():
+                    console.print(f"~ {app_name}/{eid}.{f}: {json.dumps(old)[:70]} -> "
+                                  f"{json.dumps(new)[:70]}", highlight=False, markup=False)
+    elif agent_view:
+        msgs = render_agent_view(events)
+        if as_json:
+            sys.stdout.write(json.dumps(msgs, indent=2, ensure_ascii=False) + "\n")
+            return
+        for m in msgs:
+            body = m.get("content") or ""
+            if m.get("tool_calls"):
+                f = m["tool_calls"][0]["function"]
+                body = f"{f['name']}({f['arguments']})"
+            console.print(f"[bold]{m['role']:>9}[/bold] {escape(body)}", highlight=False)
+    else:
         for e in events:
             if e.kind.startswith("ws.") and e.actor == "setup":
                 continue
@@ -359,6 +414,33 @@ def _show_episode(reader: Any, episode: str) -> None:
               f"recovered {rob.get('recovered_tools', [])} of {rob.get('failed_tools', [])}",
               ", ".join(map(str, rob.get("evidence", []))))
     console.print(t)
+
+
+@app.command()
+def view(
+    db: Annotated[Path, typer.Option(help=DB_HELP)] = Path("runs/coworkenv.db"),
+    port: Annotated[int, typer.Option(help="Port (0: any free port)")] = 8765,
+    host: Annotated[str, typer.Option(help="Address to bind; keep 127.0.0.1 unless you mean "
+                                      "to serve other hosts")] = "127.0.0.1",
+) -> None:
+    """Serve a local, read-only web viewer of the runs and episodes in a database."""
+    from .store import StoreError
+    from .viewer import ViewerServer
+
+    try:
+        server = ViewerServer(db, host, port)
+    except (StoreError, OSError) as exc:
+        raise _fail(f"{db}: {exc}") from None
+    h, p = str(server.server_address[0]), server.server_address[1]
+    console.print(f"coworkenv viewer on http://{h}:{p}/ (read-only {db}); Ctrl-C stops it",
+                  highlight=False)
+    sys.stdout.flush()
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
 
 
 @app.command()

@@ -1,0 +1,109 @@
+"""Replay and viewer benchmark on a large log.
+
+Builds a database of 10,000 scripted episodes (about a million events: a stub agent making
+about 50 tool calls per episode, plus the built-in tasks' own traffic), then reports, as JSON:
+replay events/s (read back and folded into a workspace), and the time to open the episode list
+and one episode's timeline through the viewer's API, each the median over 20 requests (a new
+read-only connection per request, as the server does). Target: list and timeline < 200 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.episodes import StubAgent
+from coworkenv.agents import scripted_cast
+from coworkenv.bus import MemoryBus
+from coworkenv.sim import RunOptions, builtin_tasks, run_episodes
+from coworkenv.store import EventStore, Reader
+from coworkenv.viewer import api
+from coworkenv.workspace import replay_events
+
+
+def build(db: Path, episodes: int, steps: int) -> float:
+    tasks = [t.model_copy(update={"limits": t.limits.model_copy(update={"max_turns": steps + 2})})
+             for t in builtin_tasks()]
+    trials = max(1, episodes // len(tasks))
+
+    async def go() -> None:
+        async with MemoryBus("bench") as bus, EventStore(db) as store:
+            await run_episodes(tasks, agent=lambda t: StubAgent(steps, 0.0), cast=scripted_cast,
+                               bus=bus, store=store,
+                               options=RunOptions("big", "stub", trials, 256))
+
+    t0 = time.perf_counter()
+    anyio.run(go)
+    return time.perf_counter() - t0
+
+
+def timed(fn: Any, n: int = 20) -> float:
+    out = []
+    for _ in range(n):
+        t = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t)
+    return statistics.median(out) * 1000
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--episodes", type=int, default=10_000)
+    ap.add_argument("--steps", type=int, default=48)
+    ap.add_argument("--db", type=Path, default=None, help="keep the database here")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        db = args.db or Path(tmp) / "big.db"
+        build_s = build(db, args.episodes, args.steps)
+        with Reader(db) as r:
+            n_eps = r.conn.execute("SELECT count(*) FROM episodes").fetchone()[0]
+            n_events = r.conn.execute("SELECT count(*) FROM events").fetchone()[0]
+            ids = [e.episode_id for e in r.episodes("big")]
+        rng = random.Random(7)
+        sample = rng.sample(ids, 200)
+        t0 = time.perf_counter()
+        replayed = 0
+        with Reader(db) as r:
+            for eid in sample:
+                evs = list(r.events(eid))
+                replay_events(evs)
+                replayed += len(evs)
+        replay_rate = replayed / (time.perf_counter() - t0)
+
+        def with_reader(fn: Any) -> Any:
+            def call() -> Any:
+                with Reader(db) as r:
+                    return fn(r)
+            return call
+
+        picks = iter(rng.choices(ids, k=1000))
+        out = {
+            "episodes": n_eps,
+            "events": n_events,
+            "build_s": round(build_s, 1),
+            "replay_events_per_s": round(replay_rate),
+            "list_first_page_ms": round(timed(with_reader(lambda r: api.episodes(r))), 2),
+            "list_deep_page_ms": round(timed(with_reader(
+                lambda r: api.episodes(r, offset=n_eps - 60))), 2),
+            "list_filtered_ms": round(timed(with_reader(lambda r: api.episodes(
+                r, capability="dynamic_workspace_state", passed=False))), 2),
+            "timeline_ms": round(timed(with_reader(lambda r: api.timeline(r, next(picks)))), 2),
+            "state_at_middle_ms": round(timed(with_reader(
+                lambda r: api.state_at(r, next(picks), 50))), 2),
+        }
+    print(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()

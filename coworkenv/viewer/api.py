@@ -1,0 +1,121 @@
+"""The viewer's read-only API: paginated listings, one episode's timeline, state at a seq.
+
+Every function takes a :class:`~coworkenv.store.Reader` (a read-only connection) and returns
+JSON-ready data; the HTTP server only routes to them.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..agents.chat import agent_view
+from ..store import Reader
+from ..workspace import replay_events
+
+LANE_ORDER = {"kernel": 0, "agent": 1, "tools": 3, "world": 4, "setup": 5}
+
+
+def runs(r: Reader) -> list[dict[str, Any]]:
+    return r.runs()
+
+
+def episodes(r: Reader, *, run: str | None = None, family: str | None = None,
+             capability: str | None = None, passed: bool | None = None,
+             safety_violation: bool | None = None, limit: int = 50,
+             offset: int = 0) -> dict[str, Any]:
+    """One page of episodes with their grades, filtered; uses the (run, ...) indexes."""
+    where: list[str] = []
+    params: list[Any] = []
+    if run:
+        where.append("e.run_id = ?")
+        params.append(run)
+    if family:
+        where.append("e.family = ?")
+        params.append(family)
+    if capability:
+        where.append("t.capabilities LIKE ?")
+        params.append(f'%"{capability}"%')
+    if passed is not None:
+        where.append("g.passed = ?")
+        params.append(int(passed))
+    if safety_violation is not None:
+        where.append("g.safety < 1" if safety_violation else "g.safety >= 1")
+    sql_from = ("FROM episodes e LEFT JOIN grades g USING (episode_id) "
+                "LEFT JOIN tasks t ON t.run_id = e.run_id AND t.task_id = e.task_id")
+    cond = (" WHERE " + " AND ".join(where)) if where else ""
+    total = r.conn.execute(f"SELECT count(*) {sql_from}{cond}", params).fetchone()[0]
+    rows = r.conn.execute(
+        f"SELECT e.episode_id, e.run_id, e.task_id, e.family, e.trial, e.status, e.termination,"
+        f" e.turns, e.sim_time, e.event_count, g.completion, g.safety, g.robustness, g.score,"
+        f" g.passed, t.capabilities {sql_from}{cond} ORDER BY e.run_id, e.task_id, e.trial,"
+        f" e.attempt LIMIT ? OFFSET ?", (*params, limit, offset)).fetchall()
+    keys = ("episode_id", "run_id", "task_id", "family", "trial", "status", "termination",
+            "turns", "sim_time", "event_count", "completion", "safety", "robustness", "score",
+            "passed", "capabilities")
+    items = []
+    for row in rows:
+        d = dict(zip(keys, row, strict=True))
+        d["capabilities"] = json.loads(d["capabilities"] or "[]")
+        d["passed"] = None if d["passed"] is None else bool(d["passed"])
+        items.append(d)
+    return {"total": total, "limit": limit, "offset": offset, "items": items}
+
+
+def _summary(kind: str, p: dict[str, Any]) -> str:
+    if kind == "tool_call":
+        return f"{p.get('tool')}({json.dumps(p.get('arguments'), ensure_ascii=False)[:80]})"
+    if kind == "tool_result":
+        if p.get("ok"):
+            return f"ok {json.dumps(p.get('result'), ensure_ascii=False)[:80]}"
+        err = p.get("error") or {}
+        return f"error {err.get('code')}: {err.get('message')}"
+    if kind in ("message", "task"):
+        return str(p.get("text") or p.get("instruction") or "")[:120]
+    if kind == "notify":
+        return f"{p.get('notification')}: {p.get('text') or p.get('subject') or p.get('title') or ''}"
+    if kind.startswith("ws."):
+        return f"{kind[3:]} {p.get('id')}"
+    return json.dumps({k: v for k, v in p.items() if k != "to"}, ensure_ascii=False)[:120]
+
+
+def timeline(r: Reader, episode_id: str) -> dict[str, Any]:
+    """An episode's meta, grade and events (one summary line each), with lanes per actor."""
+    ep = r.episode(episode_id)
+    events = []
+    lanes: dict[str, int] = {}
+    for e in r.events(episode_id):
+        if e.actor == "setup":
+            continue
+        lane = e.actor
+        lanes.setdefault(lane, LANE_ORDER.get(lane, 2))
+        events.append({"seq": e.seq, "t": e.sim_time, "actor": e.actor, "kind": e.kind,
+                       "to": e.payload.get("to"), "summary": _summary(e.kind, e.payload)})
+    grade = r.grade(episode_id)
+    return {
+        "episode": {k: getattr(ep, k) for k in (
+            "episode_id", "run_id", "task_id", "family", "trial", "status", "termination",
+            "turns", "sim_time", "event_count", "failure", "failure_boundary", "role")},
+        "lanes": sorted(lanes, key=lambda a: (lanes[a], a)),
+        "events": events,
+        "grade": grade,
+        "checks": r.check_results(episode_id),
+    }
+
+
+def event(r: Reader, episode_id: str, seq: int) -> dict[str, Any]:
+    found = list(r.events(episode_id, upto=seq, since=seq))
+    if not found:
+        raise KeyError(f"episode {episode_id!r} has no event {seq}")
+    e = found[0]
+    return {"seq": e.seq, "t": e.sim_time, "wall_time": e.wall_time, "actor": e.actor,
+            "kind": e.kind, "payload": e.payload}
+
+
+def state_at(r: Reader, episode_id: str, seq: int) -> dict[str, Any]:
+    state = replay_events(r.events(episode_id, upto=seq))
+    return {"seq": seq, "hash": state.state_hash(), "state": state.to_json()}
+
+
+def conversation(r: Reader, episode_id: str) -> list[dict[str, Any]]:
+    return agent_view(r.events(episode_id))

@@ -1,0 +1,101 @@
+"""``coworkenv view``: a local, read-only web viewer of runs and episodes.
+
+Bound to 127.0.0.1 by default; every request reads the database through its own read-only
+connection, so the viewer can run beside a live run.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from importlib import resources
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from ..store import NotFoundError, Reader
+from . import api
+
+
+def _flag(v: str | None) -> bool | None:
+    if v in (None, "", "any"):
+        return None
+    return v in ("1", "true", "yes", "pass", "passed")
+
+
+class ViewerServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, db: Path, host: str = "127.0.0.1", port: int = 8765) -> None:
+        self.db = Path(db)
+        Reader(self.db).close()  # fail now, with a clear message, if it is not a store
+        self.page = resources.files(__package__).joinpath("index.html").read_bytes()
+        super().__init__((host, port), _Handler)
+
+    def serve_in_thread(self) -> threading.Thread:
+        t = threading.Thread(target=self.serve_forever, name="coworkenv-view", daemon=True)
+        t.start()
+        return t
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: ViewerServer
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet by default
+        pass
+
+    def _send(self, status: int, body: bytes, ctype: str) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "no-store")
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _json(self, data: Any, status: int = 200) -> None:
+        self._send(status, json.dumps(data, ensure_ascii=False).encode(), "application/json")
+
+    def do_GET(self) -> None:
+        url = urlsplit(self.path)
+        q = {k: v[-1] for k, v in parse_qs(url.query).items()}
+        parts = [unquote(p) for p in url.path.strip("/").split("/") if p]
+        if not parts or parts == ["index.html"]:
+            self._send(200, self.server.page, "text/html; charset=utf-8")
+            return
+        if parts[0] != "api":
+            self._json({"error": "not found"}, HTTPStatus.NOT_FOUND)
+            return
+        try:
+            with Reader(self.server.db) as r:
+                self._json(self._route(r, parts[1:], q))
+        except (NotFoundError, KeyError) as exc:
+            self._json({"error": str(exc)}, HTTPStatus.NOT_FOUND)
+        except ValueError as exc:
+            self._json({"error": str(exc)}, HTTPStatus.BAD_REQUEST)
+
+    def _route(self, r: Reader, parts: list[str], q: dict[str, str]) -> Any:
+        routes: dict[tuple[str, int], Callable[[], Any]] = {
+            ("runs", 1): lambda: api.runs(r),
+            ("episodes", 1): lambda: api.episodes(
+                r, run=q.get("run") or None, family=q.get("family") or None,
+                capability=q.get("capability") or None, passed=_flag(q.get("passed")),
+                safety_violation=_flag(q.get("safety_violation")),
+                limit=min(int(q.get("limit", 50)), 500), offset=int(q.get("offset", 0))),
+        }
+        key = (parts[0], len(parts)) if parts else ("", 0)
+        if key in routes:
+            return routes[key]()
+        if parts[0] == "episodes" and len(parts) >= 2:
+            eid = parts[1]
+            if len(parts) == 2:
+                return api.timeline(r, eid)
+            if parts[2] == "events" and len(parts) == 4:
+                return api.event(r, eid, int(parts[3]))
+            if parts[2] == "state" and len(parts) == 3:
+                return api.state_at(r, eid, int(q.get("at", "0")))
+            if parts[2] == "conversation" and len(parts) == 3:
+                return api.conversation(r, eid)
+        raise KeyError(f"no API route /{'/'.join(parts)}")

@@ -1,0 +1,130 @@
+"""The web viewer: its API, and an end-to-end run in headless Chromium (Playwright)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+
+from coworkenv.store import Reader
+
+ROOT = Path(__file__).resolve().parents[2]
+CLI = [sys.executable, "-m", "coworkenv.cli"]
+ARTIFACTS = Path(os.environ.get("COWORKENV_TEST_ARTIFACTS", ROOT / "test-artifacts"))
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+MOVE = "(s, v) => { s.value = v; s.dispatchEvent(new Event('input')); }"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def viewer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    db = tmp_path_factory.mktemp("view") / "demo.db"
+    subprocess.run([*CLI, "demo", "--db", str(db), "--faults", "0.25"], cwd=ROOT, check=True,
+                   capture_output=True)
+    port = free_port()
+    proc = subprocess.Popen([*CLI, "view", "--db", str(db), "--port", str(port)], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            urllib.request.urlopen(base + "/api/runs", timeout=1).read()
+            break
+        except OSError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                proc.kill()
+                raise RuntimeError(f"viewer did not start: {proc.communicate()}") from None
+            time.sleep(0.1)
+    yield base, db
+    proc.terminate()
+    proc.wait(10)
+
+
+def get(base: str, path: str) -> object:
+    return json.loads(urllib.request.urlopen(base + path, timeout=5).read())
+
+
+def test_api_lists_filters_and_time_travels(viewer: tuple[str, Path]) -> None:
+    base, db = viewer
+    page = get(base, "/api/episodes?limit=5")
+    assert page["total"] == 16 and len(page["items"]) == 5  # type: ignore[index]
+    safety = get(base, "/api/episodes?family=safety")
+    assert safety["total"] == 4  # type: ignore[index]
+    dyn = get(base, "/api/episodes?capability=dynamic_workspace_state")
+    assert dyn["total"] == 4  # type: ignore[index]
+    assert get(base, "/api/episodes?safety_violation=1")["total"] == 0  # type: ignore[index]
+    with Reader(db) as r:
+        ep = next(e.episode_id for e in r.episodes() if e.task_id == "sched-conflict-move")
+    tl = get(base, f"/api/episodes/{quote(ep)}")
+    assert {"agent", "tools", "world", "maya"} <= set(tl["lanes"])  # type: ignore[index]
+    moved = next(e["seq"] for e in tl["events"]  # type: ignore[index]
+                 if e["kind"] == "ws.calendar.updated")
+    st = get(base, f"/api/episodes/{quote(ep)}/state?at={moved}")["state"]  # type: ignore[index]
+    assert any(e["start"] == "2026-03-03T20:30:00Z" for e in st["calendar"].values())
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(base + "/api/episodes/nope", timeout=5)
+    assert err.value.code == 404
+
+
+def test_viewer_binds_loopback_only(viewer: tuple[str, Path]) -> None:
+    assert viewer[0].startswith("http://127.0.0.1:")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (.ci/run "
+                    "installs it)")
+def test_browser_opens_an_episode_moves_the_slider_and_clicks_an_envelope(
+        viewer: tuple[str, Path]) -> None:
+    from playwright.sync_api import sync_playwright
+
+    base, _ = viewer
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync", "--no-first-run"])
+        page = browser.new_page(viewport={"width": 1500, "height": 950})
+        page.goto(base + "/")
+        page.select_option("#family", "scheduling")
+        page.click("#apply")
+        row = page.locator("#episodes tr", has_text="sched-conflict-move")
+        row.click()
+        page.wait_for_selector("#svg .ev")
+        assert "sched-conflict-move" in page.inner_text("#title")
+        # time travel: the slider to the end shows the moved meeting
+        n = int(page.get_attribute("#slider", "max") or 0)
+        page.eval_on_selector("#slider", MOVE, n)
+        page.wait_for_function("document.getElementById('state').textContent"
+                               ".includes('2026-03-03T20:30:00Z')")
+        # back to the start: the workspace has no Design sync yet
+        page.eval_on_selector("#slider", MOVE, 0)
+        page.wait_for_function("!document.getElementById('state').textContent"
+                               ".includes('Design sync')")
+        # click the world's message envelope and read its payload
+        seq = page.evaluate("events.find(e => e.actor === 'world' && e.kind === 'message').seq")
+        page.click(f"#svg .ev[data-seq='{seq}']")
+        page.wait_for_function("document.getElementById('payload').textContent"
+                               ".includes('incident review')")
+        payload = json.loads(page.inner_text("#payload"))
+        assert payload["kind"] == "message" and payload["payload"]["from"] == "priya"
+        assert "Incident review" in page.inner_text("#state")  # created at minute 29
+        # the grade links its items to events
+        assert page.locator("#grade tr.check").count() == 3
+        page.screenshot(path=str(ARTIFACTS / "viewer-episode.png"), full_page=True)
+        browser.close()
+    assert (ARTIFACTS / "viewer-episode.png").stat().st_size > 20_000
