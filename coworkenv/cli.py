@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -58,19 +59,39 @@ def _load(paths: list[Path]) -> list[Any]:
         raise _fail(str(exc)) from None
 
 
+@dataclass
+class ModelOptions:
+    base_url: str | None = None
+    api_key_env: str | None = None
+    cast: str = "scripted"
+    cast_model: str | None = None
+    cast_base_url: str | None = None
+    timeout: float = 120.0
+    max_concurrency: int = 4
+    max_tokens: int = 512
+
+
 def _execute(tasks: list[Any], *, agent: str, db: Path, bus_url: str, trials: int,
              concurrency: int, clock: str, run_id: str | None, resume: bool,
-             quiet: bool = False, faults: float = 0.0) -> tuple[str, list[Any]]:
+             quiet: bool = False, faults: float = 0.0,
+             models: ModelOptions | None = None) -> tuple[str, list[Any]]:
     import anyio
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from .agents import TEACHERS, agent_factory, scripted_cast
+    from .agents import agent_factory, cast_factory, parse_agent
     from .bus import BusError, open_bus
     from .sim import RunOptions, new_run_id, run_episodes
     from .store import EventStore, Reader
 
+    mo = models or ModelOptions()
     try:
-        make_agent = agent_factory(agent)
+        spec = parse_agent(agent)
+        make_agent = agent_factory(agent, base_url=mo.base_url, api_key_env=mo.api_key_env,
+                                   timeout=mo.timeout, max_concurrency=mo.max_concurrency,
+                                   max_tokens=mo.max_tokens)
+        make_cast = cast_factory(mo.cast, model=mo.cast_model or spec.model or None,
+                                 base_url=mo.cast_base_url or mo.base_url,
+                                 api_key_env=mo.api_key_env)
         bus = open_bus(bus_url)
     except (ValueError, BusError) as exc:
         raise _fail(str(exc)) from None
@@ -86,8 +107,7 @@ def _execute(tasks: list[Any], *, agent: str, db: Path, bus_url: str, trials: in
     if not 0.0 <= faults <= 1.0:
         raise _fail(f"--faults: expected a rate between 0 and 1, got {faults}")
     rid = run_id or new_run_id()
-    opts = RunOptions(rid, agent, trials, concurrency, clock,
-                      "teacher" if agent in TEACHERS else "student", resume,
+    opts = RunOptions(rid, agent, trials, concurrency, clock, spec.role, resume,
                       FaultPlan(rate=faults) if faults else None)
     total = len(tasks) * trials
 
@@ -96,7 +116,7 @@ def _execute(tasks: list[Any], *, agent: str, db: Path, bus_url: str, trials: in
                       TimeElapsedColumn(), console=err, disable=quiet, transient=False) as bar:
             job = bar.add_task(f"{rid} ({agent})", total=total)
             async with bus, EventStore(db) as store:
-                return await run_episodes(tasks, agent=make_agent, cast=scripted_cast, bus=bus,
+                return await run_episodes(tasks, agent=make_agent, cast=make_cast, bus=bus,
                                           store=store, options=opts,
                                           on_done=lambda r: bar.advance(job))
 
@@ -153,7 +173,24 @@ def demo(
 @app.command()
 def run(
     tasks: Annotated[list[Path], typer.Option("--tasks", help="Task files or folders")],
-    agent: Annotated[str, typer.Option(help="oracle | noop")] = "oracle",
+    agent: Annotated[str, typer.Option(help="oracle | noop | openai:MODEL | "
+                                       "teacher:openai:MODEL")] = "oracle",
+    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint of the "
+                                                 "agent's model, e.g. http://127.0.0.1:8080/v1")]
+    = None,
+    api_key_env: Annotated[str | None, typer.Option(help="Environment variable holding the "
+                                                    "API key")] = None,
+    cast: Annotated[str, typer.Option(help="scripted | llm-user | llm (model personas for the "
+                                      "user, or for user and coworkers)")] = "scripted",
+    cast_model: Annotated[str | None, typer.Option(help="Model of the personas (default: the "
+                                                   "agent's)")] = None,
+    cast_base_url: Annotated[str | None, typer.Option(help="Endpoint of the personas "
+                                                      "(default: --base-url)")] = None,
+    model_timeout: Annotated[float, typer.Option(help="Seconds per model call")] = 120.0,
+    model_concurrency: Annotated[int, typer.Option(min=1, help="Model calls at once per "
+                                                   "endpoint")] = 4,
+    max_tokens: Annotated[int, typer.Option(min=16, help="Completion tokens per model call")]
+    = 512,
     trials: Annotated[int, typer.Option(min=1, help="Episodes per task (for pass@k)")] = 1,
     concurrency: Annotated[int, typer.Option(min=1, help="Episodes at once")] = 64,
     db: Annotated[Path, typer.Option(help=DB_HELP)] = Path("runs/coworkenv.db"),
@@ -170,7 +207,10 @@ def run(
     loaded = _load(tasks)
     rid, results = _execute(loaded, agent=agent, db=db, bus_url=bus, trials=trials,
                             concurrency=concurrency, clock=clock, run_id=run_id, resume=resume,
-                            quiet=quiet, faults=faults)
+                            quiet=quiet, faults=faults,
+                            models=ModelOptions(base_url, api_key_env, cast, cast_model,
+                                                cast_base_url, model_timeout, model_concurrency,
+                                                max_tokens))
     if not quiet:
         _table(results, loaded, f"{rid} -> {db}")
     done = [r for r in results if r.status == "completed"]

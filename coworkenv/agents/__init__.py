@@ -1,8 +1,21 @@
 """Actor policies: the agent under training, teachers, simulated users and coworkers."""
 
-from .factory import TEACHERS, AgentFactory, agent_factory, scripted_cast
+from .chat import agent_tools, agent_view
+from .factory import (
+    AGENT_SPECS,
+    AgentFactory,
+    AgentSpec,
+    CastFactory,
+    agent_factory,
+    cast_factory,
+    parse_agent,
+    scripted_cast,
+)
+from .openai_agent import Endpoint, OpenAIAgent
 from .oracle import NoopAgent, OracleAgent
+from .persona import LLMPerson
 from .scripted import ScriptedPerson
 
-__all__ = ["TEACHERS", "AgentFactory", "NoopAgent", "OracleAgent", "ScriptedPerson",
-           "agent_factory", "scripted_cast"]
+__all__ = ["AGENT_SPECS", "AgentFactory", "AgentSpec", "CastFactory", "Endpoint", "LLMPerson",
+           "NoopAgent", "OpenAIAgent", "OracleAgent", "ScriptedPerson", "agent_factory",
+           "agent_tools", "agent_view", "cast_factory", "parse_agent", "scripted_cast"]

@@ -45,19 +45,19 @@ def system_prompt(me: Mapping[str, Any], start: str) -> str:
             "documents. Call finish when the task is done.")
 
 
-def _who(people: Mapping[str, Mapping[str, Any]], pid: Any) -> str:
-    p = people.get(str(pid))
-    return f"{p['name']} ({pid})" if p else str(pid)
+def opening(payload: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The first two messages of a conversation: the system prompt and the task."""
+    return [{"role": "system", "content": system_prompt(payload.get("me") or {},
+                                                        str(payload.get("start", "")))},
+            {"role": "user", "content": f"[task from {payload.get('from')}] "
+                                        f"{payload.get('instruction', '')}"}]
 
 
-def render_incoming(kind: str, payload: Mapping[str, Any],
-                    people: Mapping[str, Mapping[str, Any]]) -> dict[str, Any] | None:
-    """An envelope delivered to the agent as a chat message (None: the agent sees nothing)."""
-    if kind == "task":
-        return {"role": "user", "content": f"[task from {_who(people, payload.get('from'))}] "
-                                           f"{payload.get('instruction', '')}"}
+def render_incoming(kind: str, payload: Mapping[str, Any]) -> dict[str, Any] | None:
+    """An envelope delivered to the agent as a chat message (None: the agent sees nothing).
+    The task itself opens the conversation: see :func:`opening`."""
     if kind == "message":
-        return {"role": "user", "content": f"[message from {_who(people, payload.get('from'))}] "
+        return {"role": "user", "content": f"[message from {payload.get('from')}] "
                                            f"{payload.get('text', '')}"}
     if kind == "notify":
         p = dict(payload)
@@ -66,13 +66,24 @@ def render_incoming(kind: str, payload: Mapping[str, Any],
         p.pop("person", None)
         sender = p.pop("sender", None) or p.pop("by", None) or p.pop("author", None)
         body = json.dumps(p, ensure_ascii=False, sort_keys=True)
-        src = f" from {_who(people, sender)}" if sender else ""
+        src = f" from {sender}" if sender else ""
         return {"role": "user", "content": f"[notification: {what}{src}] {body}"}
     if kind == "tool_result":
         content = {k: v for k, v in payload.items() if k not in ("to", "call_id", "tool")}
         return {"role": "tool", "tool_call_id": str(payload.get("call_id")),
                 "content": json.dumps(content, ensure_ascii=False, sort_keys=True)}
     return None
+
+
+def assistant_message(m: Mapping[str, Any]) -> dict[str, Any]:
+    """A model's reply as the assistant turn sent back in later requests."""
+    out: dict[str, Any] = {"role": "assistant", "content": m.get("content") or ""}
+    if m.get("tool_calls"):
+        out["tool_calls"] = [{"id": t["id"], "type": "function",
+                              "function": {"name": t["function"]["name"],
+                                           "arguments": t["function"]["arguments"]}}
+                             for t in m["tool_calls"]]
+    return out
 
 
 def render_action(kind: str, payload: Mapping[str, Any], call_id: str) -> dict[str, Any]:
@@ -90,33 +101,36 @@ def render_action(kind: str, payload: Mapping[str, Any], call_id: str) -> dict[s
 
 
 def agent_view(events: Iterable[Any]) -> list[dict[str, Any]]:
-    """The conversation the agent had, rebuilt from an episode's events."""
-    people: dict[str, dict[str, Any]] = {}
+    """The conversation the agent had, rebuilt from an episode's events.
+
+    A model-backed agent records every model call (``agent.model_call``: the messages added
+    since its previous call, and the response), and that record is the conversation, exactly
+    as sent. For other agents it is rendered from the envelopes they received and sent.
+    """
+    events = list(events)
+    calls = [e.payload for e in events if e.kind == "agent.model_call"]
+    if calls:
+        out: list[dict[str, Any]] = []
+        for c in calls:
+            out = out[: c["request"]["offset"]] + list(c["request"]["new_messages"])
+        last = calls[-1]["response"]["choices"][0]["message"]
+        out.append(assistant_message(last))
+        return out
     messages: list[dict[str, Any]] = []
-    me: str | None = None
-    start = ""
     n = 0
     for e in events:
         p = e.payload
-        if e.kind == "episode.start":
-            me, start = str(p.get("agent")), str(p.get("start", ""))
-            continue
-        if e.kind == "ws.directory.seeded":
-            people[str(p["id"])] = p["data"]
-            continue
-        if e.kind.startswith("ws.") or e.kind.startswith("episode.") or e.kind == "fault.injected":
-            continue
-        if not messages and me is not None:
-            messages.append({"role": "system", "content": system_prompt(people.get(me, {}), start)})
-        if e.actor == "agent" and e.kind in ("tool_call", "message", "finish"):
+        if e.kind == "task" and p.get("to") == "agent":
+            messages.extend(opening(p))
+        elif e.actor == "agent" and e.kind in ("tool_call", "message", "finish"):
             n += 1
             call_id = str(p.get("call_id") or f"agent-msg-{n}")
             messages.append(render_action(e.kind, p, call_id))
             if e.kind == "message":  # a direct message is delivered at once
                 messages.append({"role": "tool", "tool_call_id": call_id,
                                  "content": json.dumps({"ok": True, "sent": True})})
-        elif p.get("to") == "agent":
-            msg = render_incoming(e.kind, p, people)
+        elif p.get("to") == "agent" and not e.kind.startswith("ws."):
+            msg = render_incoming(e.kind, p)
             if msg is not None:
                 messages.append(msg)
     return messages

@@ -2,33 +2,100 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from ..sim.actor import Actor
 from ..sim.task import Task
+from .openai_agent import Endpoint, OpenAIAgent
 from .oracle import NoopAgent, OracleAgent
+from .persona import LLMPerson
 from .scripted import ScriptedPerson
 
 AgentFactory = Callable[[Task], Actor]
+CastFactory = Callable[[Task], dict[str, Actor]]
 
-TEACHERS = {"oracle"}
+AGENT_SPECS = "oracle | noop | openai:MODEL | teacher:openai:MODEL | remote"
 
 
-def agent_factory(spec: str) -> AgentFactory:
-    """``oracle`` or ``noop`` (model-backed agents are added by their own modules)."""
-    if spec == "oracle":
+@dataclass(frozen=True)
+class AgentSpec:
+    kind: str  # oracle, noop, openai, remote
+    model: str = ""
+    teacher: bool = False
+
+    @property
+    def role(self) -> str:
+        return "teacher" if self.teacher or self.kind == "oracle" else "student"
+
+
+def parse_agent(spec: str) -> AgentSpec:
+    teacher = spec.startswith("teacher:")
+    rest = spec.removeprefix("teacher:")
+    if rest in ("oracle", "noop", "remote") and not teacher:
+        return AgentSpec(rest)
+    if rest.startswith("openai:") and rest[7:]:
+        return AgentSpec("openai", rest[7:], teacher)
+    raise ValueError(f"--agent: expected {AGENT_SPECS}, got {spec!r}")
+
+
+def endpoint(model: str, base_url: str | None, api_key_env: str | None,
+             **options: object) -> Endpoint:
+    if not base_url:
+        raise ValueError("--base-url is required for a model-backed agent or cast "
+                         "(e.g. http://127.0.0.1:8080/v1)")
+    key = "not-needed"
+    if api_key_env:
+        if api_key_env not in os.environ:
+            raise ValueError(f"--api-key-env: environment variable {api_key_env} is not set")
+        key = os.environ[api_key_env]
+    return Endpoint(base_url, model, key, **options)  # type: ignore[arg-type]
+
+
+def agent_factory(spec: str, *, base_url: str | None = None, api_key_env: str | None = None,
+                  **endpoint_options: object) -> AgentFactory:
+    """Build agents from an ``--agent`` value. Model-backed agents of one run share one
+    :class:`Endpoint` (and so one concurrency limit)."""
+    s = parse_agent(spec)
+    if s.kind == "oracle":
         return lambda task: OracleAgent(list(task.reference))
-    if spec == "noop":
+    if s.kind == "noop":
         return lambda task: NoopAgent()
-    raise ValueError(f"--agent: expected 'oracle' or 'noop', got {spec!r}")
+    if s.kind == "openai":
+        ep = endpoint(s.model, base_url, api_key_env, **endpoint_options)
+        return lambda task: OpenAIAgent(ep)
+    raise ValueError(f"--agent {spec}: a remote agent is served by `coworkenv worker`")
+
+
+def _people(task: Task, make: Callable[[int, object, str], Actor]) -> dict[str, Actor]:
+    tz = {p.id: p.timezone for p in task.seed.people}
+    return {m.person: make(i, m, tz.get(m.person, "UTC")) for i, m in enumerate(task.cast())}
 
 
 def scripted_cast(task: Task) -> dict[str, Actor]:
     """The user and coworkers of a task as scripted, deterministic people."""
-    tz = {p.id: p.timezone for p in task.seed.people}
-    cast: dict[str, Actor] = {}
-    for i, member in enumerate(task.cast()):
-        cast[member.person] = ScriptedPerson(member, tz.get(member.person, "UTC"),
-                                             role="user" if i == 0 else "coworker",
-                                             agent_person=task.agent)
-    return cast
+    return _people(task, lambda i, m, tz: ScriptedPerson(
+        m, tz, role="user" if i == 0 else "coworker", agent_person=task.agent))  # type: ignore[arg-type]
+
+
+def cast_factory(kind: str = "scripted", *, model: str | None = None,
+                 base_url: str | None = None, api_key_env: str | None = None) -> CastFactory:
+    """``scripted`` (default), ``llm-user`` (the user is a model persona) or ``llm`` (user and
+    coworkers are)."""
+    if kind == "scripted":
+        return scripted_cast
+    if kind not in ("llm-user", "llm"):
+        raise ValueError(f"--cast: expected scripted, llm-user or llm, got {kind!r}")
+    ep = endpoint(model or "", base_url, api_key_env, max_tokens=120)
+
+    def make(task: Task) -> dict[str, Actor]:
+        def person(i: int, m: object, tz: str) -> Actor:
+            role = "user" if i == 0 else "coworker"
+            if kind == "llm" or role == "user":
+                return LLMPerson(m, tz, role=role, agent_person=task.agent,  # type: ignore[arg-type]
+                                 endpoint=ep, instruction=task.instruction)
+            return ScriptedPerson(m, tz, role=role, agent_person=task.agent)  # type: ignore[arg-type]
+        return _people(task, person)
+
+    return make

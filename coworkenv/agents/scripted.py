@@ -12,6 +12,9 @@ from ..bus import Envelope
 from ..sim.actor import Actor, ActorContext
 from ..sim.task import Action, CastMember
 
+SATISFIED = "[SATISFIED]"
+"""A user who writes this is satisfied: the episode ends (termination ``user_satisfied``)."""
+
 
 def matching_facts(member: CastMember, text: str) -> list[str]:
     low = text.lower()
@@ -64,11 +67,18 @@ class ScriptedPerson(Actor):
                 self.fired.add(ti)
                 self._act(trig.actions, ctx, delay + trig.after_minutes * 60, channel=channel)
                 answered = True
+        text = await self.compose(question, ctx, answered=answered)
+        if text:
+            self._reply(text, ctx, delay, channel)
+            if self.role == "user" and SATISFIED in text:
+                ctx.send("kernel", "satisfied", {"from": self.member.person}, delay=delay)
+
+    async def compose(self, question: str, ctx: ActorContext, *, answered: bool) -> str | None:
+        """What to answer: the matching facts, else the fallback (unless a trigger answered)."""
         facts = matching_facts(self.member, question)
         if facts:
-            self._reply(" ".join(facts), ctx, delay, channel)
-        elif not answered:
-            self._reply(self.member.fallback, ctx, delay, channel)
+            return " ".join(facts)
+        return None if answered else self.member.fallback
 
     def _question(self, env: Envelope) -> tuple[str | None, dict[str, Any] | None]:
         """What the agent asked, and how to answer (None if this is not a question to us)."""

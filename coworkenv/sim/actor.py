@@ -27,6 +27,8 @@ class Kernel(Protocol):
     def submit(self, sender: str, to: str, kind: str, payload: dict[str, Any],
                delay: float) -> None: ...
 
+    def note(self, actor: str, kind: str, payload: dict[str, Any]) -> None: ...
+
     def actor_for(self, person: str) -> str | None: ...
 
     def person_for(self, actor: str) -> str | None: ...
@@ -68,10 +70,11 @@ class ActorContext:
                   delay=delay)
 
     def call_tool(self, tool: str, arguments: dict[str, Any], *, delay: float = 0.0,
-                  as_person: str | None = None) -> str:
-        """Ask the tool service to run a tool; the result comes back as a ``tool_result``."""
+                  as_person: str | None = None, call_id: str | None = None) -> str:
+        """Ask the tool service to run a tool; the result comes back as a ``tool_result``
+        carrying the same ``call_id`` (a model's own tool-call id, or a generated one)."""
         self._calls += 1
-        call_id = f"{self.name}-{self._calls}"
+        call_id = call_id or f"{self.name}-{self._calls}"
         payload: dict[str, Any] = {"call_id": call_id, "tool": tool, "arguments": arguments}
         if as_person is not None:
             payload["as"] = as_person
@@ -82,9 +85,14 @@ class ActorContext:
         """Wake this actor with a ``timer`` envelope after ``delay`` simulated seconds."""
         self.send(self.name, "timer", payload, delay=delay)
 
-    def finish(self, summary: str = "") -> None:
+    def record(self, kind: str, payload: dict[str, Any]) -> None:
+        """Append an event about this actor's own work (e.g. a model call: request, response,
+        latency, tokens) to the episode log. It changes nothing in the episode."""
+        self._kernel.note(self.name, kind, payload)
+
+    def finish(self, summary: str = "", **extra: Any) -> None:
         """The agent says it is done (ends the episode)."""
-        self.send("kernel", "finish", {"summary": summary})
+        self.send("kernel", "finish", {"summary": summary, **extra})
 
     def actor_for(self, person: str) -> str | None:
         return self._kernel.actor_for(person)

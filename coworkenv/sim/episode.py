@@ -164,6 +164,9 @@ class EpisodeKernel:
                 return
         self.clock.schedule(self.clock.now + max(0.0, delay), _Delivery(sender, to, kind, payload))
 
+    def note(self, actor: str, kind: str, payload: dict[str, Any]) -> None:
+        self._record(actor, kind, payload)
+
     # recording ----------------------------------------------------------------------------
     def _record(self, actor: str, kind: str, payload: dict[str, Any],
                 text: str | None = None) -> EventRecord:
@@ -195,8 +198,10 @@ class EpisodeKernel:
                                                  "agent": task.agent})
         for kind, payload, text in self._seed_events:
             self._record("setup", kind, payload, text)
+        me = self.state.people[task.agent].model_dump(mode="json")
         self.submit(task.user.person, "agent", "task",
-                    {"from": task.user.person, "instruction": task.instruction}, 0.0)
+                    {"from": task.user.person, "instruction": task.instruction, "me": me,
+                     "start": task.start.isoformat()}, 0.0)
         for i, ev in enumerate(task.timeline):
             self.clock.schedule(ev.at_minutes * 60, _Delivery("world", "world", "timeline",
                                                                {"index": i}), priority=0)
@@ -245,6 +250,8 @@ class EpisodeKernel:
         if d.to == "kernel":
             if d.kind == "finish":
                 self._stop = "agent_finished"
+            elif d.kind == "satisfied":
+                self._stop = "user_satisfied"
             return
         if d.to not in self.actors:
             return

@@ -83,7 +83,7 @@ def test_agent_view_is_the_conversation_in_chat_format(demo_db: Path) -> None:
     blob = json.dumps(msgs)
     assert "created-then-moved" not in blob and "Anything from 15:30" not in blob
     printed = replay(demo_db, ep, "--agent-view")
-    assert "[task from Maya Patel (maya)]" in printed
+    assert "[task from maya]" in printed
 
 
 def test_replay_rejects_seqs_outside_the_episode(demo_db: Path) -> None:

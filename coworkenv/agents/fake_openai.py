@@ -1,0 +1,113 @@
+"""A scripted OpenAI-compatible server: exact control of what a "model" answers.
+
+It speaks enough of ``POST /v1/chat/completions`` for the ``openai`` client, over real HTTP on
+127.0.0.1, and answers from a script: each item is a completion message (content and/or tool
+calls), an HTTP error, or a stall (to provoke client timeouts). Every request it receives is
+kept, so tests can check exactly what the agent sent. It ships in the package as a test
+double, like the memory bus.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Reply:
+    content: str | None = None
+    tool_calls: list[tuple[str, str]] = field(default_factory=list)
+    """(name, raw arguments text) pairs; the text may be invalid JSON on purpose."""
+    finish_reason: str = "stop"
+    status: int = 200
+    stall_s: float = 0.0
+
+
+def tool(name: str, **args: Any) -> Reply:
+    return Reply(tool_calls=[(name, json.dumps(args))], finish_reason="tool_calls")
+
+
+class ScriptedOpenAIServer:
+    """``with ScriptedOpenAIServer([Reply(...), ...]) as srv: srv.base_url``"""
+
+    def __init__(self, script: list[Reply] | None = None, *, default: Reply | None = None,
+                 max_concurrency_seen: bool = True) -> None:
+        self.script: deque[Reply] = deque(script or [])
+        self.default = default or tool("finish", summary="done")
+        self.requests: list[dict[str, Any]] = []
+        self.active = 0
+        self.max_active = 0
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+    def __enter__(self) -> ScriptedOpenAIServer:
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def _next(self, request: dict[str, Any]) -> Reply:
+        with self._lock:
+            self.requests.append(request)
+            self.active += 1
+            self.max_active = max(self.max_active, self.active)
+            return self.script.popleft() if self.script else self.default
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                reply = outer._next(body)
+                try:
+                    if reply.stall_s:
+                        time.sleep(reply.stall_s)
+                    if reply.status != 200:
+                        data = json.dumps({"error": {"message": f"scripted {reply.status}",
+                                                     "type": "server_error"}}).encode()
+                        self.send_response(reply.status)
+                    else:
+                        data = json.dumps(_completion(body, reply)).encode()
+                        self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (a timeout we provoked)
+                finally:
+                    with outer._lock:
+                        outer.active -= 1
+
+        return Handler
+
+
+def _completion(request: dict[str, Any], r: Reply) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": r.content}
+    if r.tool_calls:
+        message["tool_calls"] = [
+            {"id": f"call_{i}_{int(time.time() * 1e6) % 10**9}", "type": "function",
+             "function": {"name": name, "arguments": args}}
+            for i, (name, args) in enumerate(r.tool_calls)]
+    return {"id": "chatcmpl-scripted", "object": "chat.completion", "created": int(time.time()),
+            "model": request.get("model", "scripted"),
+            "choices": [{"index": 0, "message": message, "finish_reason": r.finish_reason}],
+            "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}}

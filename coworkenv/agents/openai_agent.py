@@ -1,0 +1,209 @@
+"""The agent under training (or a model teacher), behind any OpenAI-compatible endpoint.
+
+It keeps its conversation in the standard chat format (``tool_calls`` and ``tool`` messages),
+calls the model after each thing it is told, and turns the reply into actions. Malformed
+output is data, not a crash: invalid JSON arguments, unknown functions, empty replies and
+cut-off replies each go back to the model as an error it can correct, and are recorded
+(``agent.error``). Every model call is recorded (``agent.model_call``) with the messages it
+added, the response, latency and token usage. Server errors and timeouts are retried with
+backoff under a per-endpoint concurrency limit; an endpoint that stays down fails the episode
+with a clear reason, not the run.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import openai
+
+from ..bus import Envelope
+from ..sim.actor import Actor, ActorContext
+from ..sim.errors import EpisodeFailure
+from ..workspace import REGISTRY
+from .chat import agent_tools, assistant_message, opening, render_incoming
+
+
+@dataclass
+class Endpoint:
+    """One OpenAI-compatible server, shared by every agent of a run (one concurrency limit)."""
+
+    base_url: str
+    model: str
+    api_key: str = "not-needed"
+    timeout: float = 60.0
+    max_retries: int = 4
+    backoff: float = 0.5
+    max_concurrency: int = 8
+    temperature: float = 0.0
+    max_tokens: int = 512
+    client: openai.AsyncOpenAI = field(init=False)
+    limit: anyio.Semaphore = field(init=False)
+    calls: int = 0
+    retries: int = 0
+
+    def __post_init__(self) -> None:
+        # our own retry loop (below) owns backoff and the dead-endpoint decision
+        self.client = openai.AsyncOpenAI(base_url=self.base_url, api_key=self.api_key,
+                                         timeout=self.timeout, max_retries=0)
+        self.limit = anyio.Semaphore(self.max_concurrency)
+
+    async def complete(self, request: dict[str, Any]) -> tuple[Any, float]:
+        """One chat completion with retries; returns (response, seconds)."""
+        last: Exception | None = None
+        for attempt in range(self.max_retries + 1):
+            if attempt:
+                self.retries += 1
+                await anyio.sleep(min(self.backoff * 2 ** (attempt - 1), 8.0))
+            try:
+                async with self.limit:
+                    t0 = time.perf_counter()
+                    self.calls += 1
+                    resp = await self.client.chat.completions.create(**request)
+                    return resp, time.perf_counter() - t0
+            except (openai.APITimeoutError, openai.APIConnectionError,
+                    openai.InternalServerError, openai.RateLimitError) as exc:
+                last = exc
+            except openai.APIStatusError as exc:
+                raise EpisodeFailure("agent", f"model endpoint {self.base_url} refused the "
+                                     f"request: HTTP {exc.status_code}: {exc.message}") from None
+        raise EpisodeFailure("agent", f"model endpoint {self.base_url} failed {self.max_retries + 1}"
+                             f" times: {type(last).__name__}: {last}")
+
+
+@dataclass
+class OpenAIAgent(Actor):
+    endpoint: Endpoint
+    max_errors: int = 4
+    """Malformed replies in a row before the agent gives up (finishes)."""
+    role: str = "agent"
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    pending: set[str] = field(default_factory=set)
+    sent: int = 0
+    """How many messages earlier model calls already carried (for compact call records)."""
+    model_seconds: float = 0.0
+    tools: list[dict[str, Any]] = field(default_factory=agent_tools)
+    user: str = ""
+
+    async def handle(self, envelope: Envelope, ctx: ActorContext) -> None:
+        p = envelope.payload
+        if envelope.kind == "task":
+            self.messages = opening(p)
+            self.user = str(p.get("from"))
+        else:
+            msg = render_incoming(envelope.kind, p)
+            if msg is None:
+                return
+            self.messages.append(msg)
+            if envelope.kind == "tool_result":
+                self.pending.discard(str(p.get("call_id")))
+        if not self.pending:
+            await self._decide(ctx)
+
+    def _request(self) -> dict[str, Any]:
+        return {"model": self.endpoint.model, "messages": self.messages, "tools": self.tools,
+                "tool_choice": "auto", "temperature": self.endpoint.temperature,
+                "max_tokens": self.endpoint.max_tokens}
+
+    async def _call(self, ctx: ActorContext) -> Any:
+        request = self._request()
+        resp, seconds = await self.endpoint.complete(request)
+        self.model_seconds += seconds
+        ctx.record("agent.model_call", {
+            "request": {"offset": self.sent, "new_messages": self.messages[self.sent:],
+                        "model": request["model"], "temperature": request["temperature"],
+                        "max_tokens": request["max_tokens"], "tool_choice": "auto",
+                        "tools": len(self.tools)},
+            "response": resp.model_dump(mode="json", exclude_none=True),
+            "latency_s": round(seconds, 4),
+            "usage": resp.usage.model_dump() if resp.usage else None})
+        self.sent = len(self.messages)
+        return resp
+
+    def _error(self, ctx: ActorContext, kind: str, detail: str) -> None:
+        ctx.record("agent.error", {"error": kind, "detail": detail})
+
+    async def _decide(self, ctx: ActorContext) -> None:
+        for _ in range(self.max_errors + 1):
+            resp = await self._call(ctx)
+            if not resp.choices:
+                self._error(ctx, "empty_reply", "the response had no choices")
+                self.messages.append({"role": "user", "content": "[error] Your reply was empty. "
+                                      "Call one of the functions."})
+                continue
+            choice = resp.choices[0]
+            m = choice.message
+            reply = assistant_message(m.model_dump(mode="json", exclude_none=True))
+            calls = m.tool_calls or []
+            if choice.finish_reason == "length":
+                self.messages.append(reply)
+                for tc in calls:
+                    self.messages.append(self._tool_error(tc.id, "cut_off", "Your reply was cut "
+                                                          "off (too long); nothing was done."))
+                if not calls:
+                    self.messages.append({"role": "user", "content": "[error] Your reply was cut "
+                                          "off (too long). Be brief and call a function."})
+                self._error(ctx, "too_long", f"finish_reason=length, {len(calls)} tool call(s)")
+                continue
+            if not calls:
+                text = (m.content or "").strip()
+                if not text:
+                    self.messages.append(reply)
+                    self.messages.append({"role": "user", "content": "[error] Your reply was "
+                                          "empty. Call one of the functions."})
+                    self._error(ctx, "empty_reply", "no content and no tool calls")
+                    continue
+                # plain text is a message to the person who gave the task
+                self.messages.append(reply)
+                ctx.say(self.user, text, as_text=True)
+                return
+            self.messages.append(reply)
+            acted = False
+            for tc in calls:
+                acted |= self._act(tc, ctx)
+            if acted or self.pending:
+                return
+        self._error(ctx, "gave_up", f"{self.max_errors + 1} malformed replies in a row")
+        ctx.finish(f"gave up after {self.max_errors + 1} malformed replies")
+
+    def _tool_error(self, call_id: str, code: str, message: str) -> dict[str, Any]:
+        return {"role": "tool", "tool_call_id": call_id, "content": json.dumps(
+            {"ok": False, "error": {"code": code, "message": message}})}
+
+    def _act(self, tc: Any, ctx: ActorContext) -> bool:
+        name, raw = tc.function.name, tc.function.arguments or "{}"
+        try:
+            args = json.loads(raw)
+            if not isinstance(args, dict):
+                raise ValueError("arguments must be a JSON object")
+        except ValueError as exc:
+            self.messages.append(self._tool_error(tc.id, "invalid_json", f"arguments are not a "
+                                                  f"JSON object: {exc}"))
+            self._error(ctx, "invalid_json", f"{name}: {raw[:200]}")
+            return False
+        if name == "finish":
+            ctx.finish(str(args.get("summary", "")), call_id=tc.id)
+            return True
+        if name == "send_message":
+            to, text = args.get("to"), args.get("text")
+            if not isinstance(to, str) or not isinstance(text, str) or ctx.actor_for(to) is None:
+                self.messages.append(self._tool_error(
+                    tc.id, "invalid_arguments", f"send_message needs `to` (a person id of the "
+                    f"user or a coworker in this task) and `text`; got to={to!r}"))
+                self._error(ctx, "invalid_arguments", f"send_message to={to!r}")
+                return False
+            ctx.say(to, text, call_id=tc.id)
+            self.messages.append({"role": "tool", "tool_call_id": tc.id,
+                                  "content": json.dumps({"ok": True, "sent": True})})
+            return True
+        if name not in REGISTRY:
+            self.messages.append(self._tool_error(tc.id, "unknown_tool", f"there is no function "
+                                                  f"{name!r}"))
+            self._error(ctx, "unknown_tool", name)
+            return False
+        self.pending.add(tc.id)
+        ctx.call_tool(name, args, call_id=tc.id)
+        return True

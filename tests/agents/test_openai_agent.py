@@ -1,0 +1,139 @@
+"""The OpenAI-compatible agent against a scripted OpenAI-compatible server over real HTTP."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+
+from coworkenv.agents import Endpoint, OpenAIAgent, agent_view
+from coworkenv.agents.fake_openai import Reply, ScriptedOpenAIServer, tool
+from coworkenv.sim import builtin_tasks
+from coworkenv.store import Reader
+
+from ..sim.conftest import run_sync
+
+
+def task(tid: str = "triage-laptop"):  # type: ignore[no-untyped-def]
+    return next(t for t in builtin_tasks() if t.id == tid)
+
+
+def agent_with(url: str, **kw: object):  # type: ignore[no-untyped-def]
+    ep = Endpoint(url, "scripted", **kw)  # type: ignore[arg-type]
+    return ep, (lambda t: OpenAIAgent(ep))
+
+
+SOLVE_LAPTOP = [
+    tool("tickets_search", status="open"),
+    tool("tickets_assign", ticket_id="T1", assignee="sam"),
+    tool("tickets_update", ticket_id="T1", priority="high"),
+    tool("tickets_comment", ticket_id="T1", text="Kai, a loaner laptop is on its way."),
+    tool("finish", summary="triaged"),
+]
+
+
+def events(db: Path, episode: str) -> list:  # type: ignore[type-arg]
+    with Reader(db) as r:
+        return list(r.events(episode))
+
+
+def test_a_model_solves_a_task_and_every_call_is_recorded(tmp_path: Path) -> None:
+    with ScriptedOpenAIServer(list(SOLVE_LAPTOP)) as srv:
+        ep, make = agent_with(srv.base_url)
+        (res,) = run_sync([task()], tmp_path / "a.db", agent=make)
+        assert res.status == "completed" and res.completion == 1.0 and res.passed
+        evs = events(tmp_path / "a.db", res.episode_id)
+        calls = [e.payload for e in evs if e.kind == "agent.model_call"]
+        assert len(calls) == len(srv.requests) == 5
+        # the recorded requests are exactly what the server received
+        convo: list[dict] = []  # type: ignore[type-arg]
+        for rec, sent in zip(calls, srv.requests, strict=True):
+            convo = convo[: rec["request"]["offset"]] + rec["request"]["new_messages"]
+            assert convo == sent["messages"]
+            assert rec["response"]["choices"][0]["message"]
+            assert rec["usage"]["total_tokens"] == 110
+        first = srv.requests[0]
+        assert first["tool_choice"] == "auto"
+        names = {t["function"]["name"] for t in first["tools"]}
+        assert {"tickets_assign", "send_message", "finish"} <= names
+        # the agent never sees hidden facts or checks
+        assert "told-kai" not in str(srv.requests) and "printer-untouched" not in str(srv.requests)
+        # replay rebuilds the conversation the model had
+        view = agent_view(evs)
+        assert view[:-1] == srv.requests[-1]["messages"]
+        assert view[-1]["tool_calls"][0]["function"]["name"] == "finish"
+
+
+@pytest.mark.parametrize(("bad", "error"), [
+    (Reply(tool_calls=[("tickets_assign", '{"ticket_id": "T1", assignee: sam')],
+           finish_reason="tool_calls"), "invalid_json"),
+    (tool("tickets_teleport", ticket_id="T1"), "unknown_tool"),
+    (Reply(content="", tool_calls=[]), "empty_reply"),
+    (Reply(content="Let me think about this at great length " * 20, finish_reason="length"),
+     "too_long"),
+    (tool("send_message", to="nobody", text="hi"), "invalid_arguments"),
+])
+def test_malformed_output_goes_back_to_the_model(tmp_path: Path, bad: Reply, error: str) -> None:
+    with ScriptedOpenAIServer([SOLVE_LAPTOP[0], bad, *SOLVE_LAPTOP[1:]]) as srv:
+        _, make = agent_with(srv.base_url)
+        (res,) = run_sync([task()], tmp_path / "m.db", agent=make)
+        assert res.status == "completed" and res.completion == 1.0
+        evs = events(tmp_path / "m.db", res.episode_id)
+        errors = [e.payload["error"] for e in evs if e.kind == "agent.error"]
+        assert errors == [error]
+        # the model was told: its next request carries the error
+        told = str(srv.requests[2]["messages"][-2:])
+        assert "error" in told
+
+
+def test_wrong_argument_types_come_back_from_the_tool(tmp_path: Path) -> None:
+    script = [tool("tickets_update", ticket_id="T1", priority=["high"]), *SOLVE_LAPTOP]
+    with ScriptedOpenAIServer(script) as srv:
+        _, make = agent_with(srv.base_url)
+        (res,) = run_sync([task()], tmp_path / "w.db", agent=make)
+        assert res.completion == 1.0
+        tool_msg = srv.requests[1]["messages"][-1]
+        assert tool_msg["role"] == "tool" and "invalid_arguments" in tool_msg["content"]
+        assert res.grade.robustness_detail.failed_calls == 1  # type: ignore[union-attr]
+
+
+def test_gives_up_after_too_many_malformed_replies(tmp_path: Path) -> None:
+    with ScriptedOpenAIServer([], default=Reply(content="", tool_calls=[])) as srv:
+        _, make = agent_with(srv.base_url)
+        (res,) = run_sync([task()], tmp_path / "g.db", agent=make)
+        assert res.status == "completed" and res.termination == "agent_finished"
+        assert len(srv.requests) == 5 and res.completion < 1.0
+
+
+def test_retries_server_errors_and_timeouts(tmp_path: Path) -> None:
+    script = [Reply(status=500), Reply(status=503), SOLVE_LAPTOP[0],
+              Reply(stall_s=1.5), *SOLVE_LAPTOP[1:]]
+    with ScriptedOpenAIServer(script) as srv:
+        ep, make = agent_with(srv.base_url, timeout=0.5, backoff=0.01)
+        (res,) = run_sync([task()], tmp_path / "r.db", agent=make)
+        assert res.status == "completed" and res.completion == 1.0
+        assert ep.retries == 3
+
+
+def test_concurrency_limit_per_endpoint(tmp_path: Path) -> None:
+    stall = [Reply(stall_s=0.15, tool_calls=[("finish", "{}")], finish_reason="tool_calls")]
+    with ScriptedOpenAIServer(stall * 12) as srv:
+        _, make = agent_with(srv.base_url, max_concurrency=2)
+        results = run_sync([task()], tmp_path / "c.db", agent=make, trials=12, concurrency=12)
+        assert all(r.status == "completed" for r in results)
+        assert srv.max_active == 2
+
+
+def test_a_dead_endpoint_fails_the_episode_not_the_run(tmp_path: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # nothing listens here once closed
+    _, make = agent_with(f"http://127.0.0.1:{port}/v1", max_retries=1, backoff=0.01, timeout=2)
+    results = run_sync([task(), task("share-onboarding")], tmp_path / "d.db", agent=make)
+    assert len(results) == 2
+    for r in results:
+        assert r.status == "failed" and r.failure_boundary == "agent"
+        assert f"model endpoint http://127.0.0.1:{port}/v1 failed 2 times" in (r.failure or "")
+    with Reader(tmp_path / "d.db") as rd:
+        assert {e.status for e in rd.episodes()} == {"failed"}
