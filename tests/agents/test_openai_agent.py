@@ -40,7 +40,7 @@ def events(db: Path, episode: str) -> list:  # type: ignore[type-arg]
 
 def test_a_model_solves_a_task_and_every_call_is_recorded(tmp_path: Path) -> None:
     with ScriptedOpenAIServer(list(SOLVE_LAPTOP)) as srv:
-        ep, make = agent_with(srv.base_url)
+        _, make = agent_with(srv.base_url)
         (res,) = run_sync([task()], tmp_path / "a.db", agent=make)
         assert res.status == "completed" and res.completion == 1.0 and res.passed
         evs = events(tmp_path / "a.db", res.episode_id)
