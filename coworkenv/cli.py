@@ -86,9 +86,9 @@ def _execute(tasks: list[Any], *, agent: str, db: Path, bus_url: str, trials: in
     mo = models or ModelOptions()
     try:
         spec = parse_agent(agent)
-        make_agent = agent_factory(agent, base_url=mo.base_url, api_key_env=mo.api_key_env,
-                                   timeout=mo.timeout, max_concurrency=mo.max_concurrency,
-                                   max_tokens=mo.max_tokens)
+        make_agent: Any = None if spec.kind == "remote" else agent_factory(
+            agent, base_url=mo.base_url, api_key_env=mo.api_key_env, timeout=mo.timeout,
+            max_concurrency=mo.max_concurrency, max_tokens=mo.max_tokens)
         make_cast = cast_factory(mo.cast, model=mo.cast_model or spec.model or None,
                                  base_url=mo.cast_base_url or mo.base_url,
                                  api_key_env=mo.api_key_env)
@@ -116,9 +116,16 @@ def _execute(tasks: list[Any], *, agent: str, db: Path, bus_url: str, trials: in
                       TimeElapsedColumn(), console=err, disable=quiet, transient=False) as bar:
             job = bar.add_task(f"{rid} ({agent})", total=total)
             async with bus, EventStore(db) as store:
-                return await run_episodes(tasks, agent=make_agent, cast=make_cast, bus=bus,
-                                          store=store, options=opts,
-                                          on_done=lambda r: bar.advance(job))
+                if spec.kind != "remote":
+                    return await run_episodes(tasks, agent=make_agent, cast=make_cast, bus=bus,
+                                              store=store, options=opts,
+                                              on_done=lambda r: bar.advance(job))
+                from .agents.remote import RemoteAgentProxy, RemotePool
+
+                async with RemotePool(bus) as pool:
+                    return await run_episodes(tasks, agent=lambda t: RemoteAgentProxy(pool, t),
+                                              cast=make_cast, bus=bus, store=store,
+                                              options=opts, on_done=lambda r: bar.advance(job))
 
     try:
         results = anyio.run(go)
@@ -311,6 +318,64 @@ def _reader(db: Path) -> Any:
         return Reader(db)
     except StoreError as exc:
         raise _fail(str(exc)) from None
+
+
+@app.command()
+def worker(
+    bus: Annotated[str, typer.Option(help="mqtt://[user:pass@]host[:port][/prefix] (the same as "
+                                     "the runner's)")],
+    agent: Annotated[str, typer.Option(help="oracle | noop | openai:MODEL")] = "oracle",
+    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint")] = None,
+    api_key_env: Annotated[str | None, typer.Option(help="Variable holding the API key")]
+    = None,
+    capacity: Annotated[int, typer.Option(min=1, help="Decisions at once")] = 64,
+    worker_id: Annotated[str | None, typer.Option(help="Id (default: a new one)")] = None,
+    model_concurrency: Annotated[int, typer.Option(min=1, help="Model calls at once")] = 4,
+) -> None:
+    """Serve agent decisions for episodes run by `coworkenv run --agent remote` elsewhere."""
+    import anyio
+    from pydantic import TypeAdapter
+
+    from .agents import NoopAgent, OpenAIAgent, OracleAgent, parse_agent
+    from .agents.factory import endpoint
+    from .agents.remote import Worker
+    from .bus import BusError, open_bus
+    from .sim.task import Step
+
+    try:
+        spec = parse_agent(agent)
+        b = open_bus(bus)
+        ep = endpoint(spec.model, base_url, api_key_env, max_concurrency=model_concurrency) \
+            if spec.kind == "openai" else None
+    except (ValueError, BusError) as exc:
+        raise _fail(str(exc)) from None
+    if spec.kind not in ("oracle", "noop", "openai"):
+        raise _fail(f"--agent: a worker serves oracle, noop or openai:MODEL, not {agent!r}")
+    steps = TypeAdapter(list[Step])
+
+    def make(setup: dict[str, Any]) -> Any:
+        if spec.kind == "oracle":
+            if not setup.get("reference"):
+                raise ValueError("the runner sent no reference solution")
+            return OracleAgent(steps.validate_python(setup["reference"]))
+        if spec.kind == "noop":
+            return NoopAgent()
+        assert ep is not None
+        return OpenAIAgent(ep)
+
+    async def go() -> None:
+        async with b:
+            w = Worker(b, make, spec.kind, capacity=capacity, worker_id=worker_id)
+            console.print(f"worker {w.worker_id} ({agent}) serving {bus}", highlight=False)
+            sys.stdout.flush()
+            await w.serve()
+
+    try:
+        anyio.run(go)
+    except KeyboardInterrupt:
+        pass
+    except BusError as exc:
+        raise _fail(f"--bus {bus}: {exc}", 1) from None
 
 
 @app.command()

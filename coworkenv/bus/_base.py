@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from types import TracebackType
@@ -62,8 +63,15 @@ class Bus(ABC):
     async def flush(self) -> None:  # noqa: B027  (optional for backends with no window)
         """Wait until every published envelope has left this process."""
 
-    async def request(self, envelope: Envelope, *, timeout: float) -> Envelope:
-        """Publish ``envelope`` and wait for the reply that carries its correlation id."""
+    async def request(self, envelope: Envelope, *, timeout: float,
+                      alive: Callable[[], str | None] | None = None,
+                      check_every: float = 0.5) -> Envelope:
+        """Publish ``envelope`` and wait for the reply that carries its correlation id.
+
+        ``alive``, if given, is asked every ``check_every`` seconds while waiting; when it
+        returns a reason (the peer stopped sending heartbeats, say), the wait ends at once with
+        :class:`BusTimeoutError` carrying that reason, however long ``timeout`` is.
+        """
         corr = envelope.correlation_id or new_id()
         inbox = self.topic(envelope.run, envelope.episode, "_reply", self.bus_id)
         env = envelope.model_copy(update={"correlation_id": corr, "reply_to": inbox})
@@ -71,8 +79,17 @@ class Bus(ABC):
         try:
             await self.publish(env)
             with anyio.fail_after(timeout):
-                await done.wait()
-        except TimeoutError:
+                while not done.is_set():
+                    with anyio.move_on_after(check_every if alive else timeout):
+                        await done.wait()
+                    if not done.is_set() and alive is not None:
+                        lost = alive()
+                        if lost:
+                            raise BusTimeoutError(f"no reply to {env.kind} on {env.topic}: "
+                                                  f"{lost}")
+        except TimeoutError as exc:
+            if isinstance(exc, BusTimeoutError):
+                raise
             raise BusTimeoutError(f"no reply to {env.kind} on {env.topic} within "
                                   f"{timeout:g}s") from None
         finally:

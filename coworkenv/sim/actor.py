@@ -41,6 +41,7 @@ class ActorContext:
         self._kernel = kernel
         self.name = name
         self.person = person
+        self.seed = seed
         self.rng = random.Random(seed)
         self._calls = 0
 

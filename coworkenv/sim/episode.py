@@ -24,7 +24,7 @@ from ..workspace import WorkspaceState, apply_event
 from .actor import Actor, ActorContext
 from .checks import CheckResult
 from .clock import Clock
-from .errors import Boundary
+from .errors import Boundary, EpisodeFailure
 from .grading import Grade, GradeWeights, grade
 from .services import ToolService, World
 from .task import Task
@@ -67,6 +67,7 @@ class EpisodeResult:
     score: float = 0.0
     passed: bool = False
     grade: Grade | None = None
+    retryable: bool = False
 
 
 @dataclass(slots=True)
@@ -114,7 +115,7 @@ def seeded(task: Task) -> tuple[WorkspaceState, list[tuple[str, dict[str, Any], 
 class EpisodeKernel:
     def __init__(self, spec: EpisodeSpec, *, bus: Bus, store: EventStore | None, agent: Actor,
                  cast: dict[str, Actor], clock: Clock, faults: Any = None,
-                 remote_agent: bool = False, weights: GradeWeights | None = None) -> None:
+                 weights: GradeWeights | None = None) -> None:
         self.weights = weights
         self.spec = spec
         self.task = spec.task
@@ -129,7 +130,7 @@ class EpisodeKernel:
         self.turns = 0
         self._stop: str | None = None
         self._failure: tuple[Boundary, str] | None = None
-        self._remote_agent = remote_agent
+        self._retryable = False
         self._inbox: Subscription
         # actor names: "agent", person ids of the cast, "tools", "world"
         self._person_of: dict[str, str] = {"agent": self.task.agent}
@@ -267,17 +268,18 @@ class EpisodeKernel:
             if got.id == env.id:
                 break  # anything else is a stray copy (a redelivery) and is skipped
         name = d.to
-        if name == "agent" and self._remote_agent:
-            return
         actor = self.actors[name]
         try:
             await actor.handle(got, self._contexts[name])
+        except EpisodeFailure as exc:
+            self._retryable = exc.retryable
+            self._fail(exc.boundary, exc)
         except Exception as exc:
             self._fail(_boundary(name, actor), exc)
 
     def _fail(self, boundary: Boundary, exc: BaseException) -> None:
         if self._failure is None:
-            msg = f"{type(exc).__name__}: {exc}"
+            msg = exc.message if isinstance(exc, EpisodeFailure) else f"{type(exc).__name__}: {exc}"
             self._failure = (boundary, msg)
             self._record("kernel", "episode.failure", {"boundary": boundary, "error": msg})
         self._stop = "failed"
@@ -303,7 +305,8 @@ class EpisodeKernel:
             failure_boundary=self._failure[0] if self._failure else None,
             failure=self._failure[1] if self._failure else None, checks=checks,
             safety=g.safety if g else 0.0, robustness=g.robustness if g else 0.0,
-            score=g.score if g else 0.0, passed=g.passed if g else False, grade=g)
+            score=g.score if g else 0.0, passed=g.passed if g else False, grade=g,
+            retryable=self._retryable and self._failure is not None)
         if self.store is not None:
             await self._save()
             await self.store.executemany(

@@ -25,9 +25,13 @@ class TaskFileError(SimError):
 
 
 class EpisodeFailure(SimError):
-    def __init__(self, boundary: Boundary, message: str) -> None:
+    """A failure attributed to one boundary. ``retryable``: the episode may run again as a new
+    attempt (a remote worker was lost, say); the failed attempt stays recorded."""
+
+    def __init__(self, boundary: Boundary, message: str, *, retryable: bool = False) -> None:
         self.boundary = boundary
         self.message = message
+        self.retryable = retryable
         super().__init__(f"{boundary}: {message}")
 
 

@@ -41,12 +41,14 @@ class RunOptions:
     faults: FaultPlan | None = None
     """Faults for every task (a task's own plan wins)."""
     weights: GradeWeights = field(default_factory=GradeWeights)
+    max_attempts: int = 3
+    """Runs of one (task, trial) when a failure says it may be retried (a lost worker)."""
 
 
 async def run_episodes(tasks: Sequence[Task], *, agent: Callable[[Task], Actor],
                        cast: CastFactory, bus: Bus, store: EventStore, options: RunOptions,
                        on_done: Callable[[EpisodeResult], None] | None = None,
-                       remote_agent: bool = False) -> list[EpisodeResult]:
+                       ) -> list[EpisodeResult]:
     """Run every (task, trial) not yet recorded in this run; return the results of this call.
 
     A failure inside one episode is recorded on that episode and never stops the others.
@@ -77,24 +79,29 @@ async def run_episodes(tasks: Sequence[Task], *, agent: Callable[[Task], Actor],
     queue = iter(todo)
 
     async def worker() -> None:
-        for task, trial, attempt in queue:  # workers share one iterator
-            seed = episode_seed(task.id, trial)
-            spec = EpisodeSpec(task, options.run_id,
-                               f"{options.run_id}:{task.id}:{trial}:{attempt}", trial, attempt,
-                               seed, options.agent_name, options.role)
-            plan = task.faults or options.faults
-            try:
-                kernel = EpisodeKernel(
-                    spec, bus=bus, store=store, agent=agent(task), cast=cast(task),
-                    clock=make_clock(options.clock),
-                    faults=FaultInjector.for_episode(plan, seed) if plan else None,
-                    remote_agent=remote_agent, weights=options.weights)
-                result = await kernel.run()
-            except Exception as exc:  # setup failed: record it on this episode alone
-                result = await _setup_failure(store, spec, exc)
+        for task, trial, first_attempt in queue:  # workers share one iterator
+            for attempt in range(first_attempt, first_attempt + options.max_attempts):
+                result = await one(task, trial, attempt)
+                if not result.retryable:
+                    break
             results.append(result)
             if on_done is not None:
                 on_done(result)
+
+    async def one(task: Task, trial: int, attempt: int) -> EpisodeResult:
+        seed = episode_seed(task.id, trial)
+        spec = EpisodeSpec(task, options.run_id, f"{options.run_id}:{task.id}:{trial}:{attempt}",
+                           trial, attempt, seed, options.agent_name, options.role)
+        plan = task.faults or options.faults
+        try:
+            kernel = EpisodeKernel(
+                spec, bus=bus, store=store, agent=agent(task), cast=cast(task),
+                clock=make_clock(options.clock),
+                faults=FaultInjector.for_episode(plan, seed) if plan else None,
+                weights=options.weights)
+            return await kernel.run()
+        except Exception as exc:  # setup failed: record it on this episode alone
+            return await _setup_failure(store, spec, exc)
 
     async with anyio.create_task_group() as tg:
         for i in range(max(1, min(options.concurrency, len(todo)))):
