@@ -13,6 +13,7 @@ retryable, run again as new attempts on another worker.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -221,15 +222,13 @@ class Worker:
         await self._announce(stopping=True)
 
     async def _announce(self, *, stopping: bool = False) -> None:
-        try:
+        with contextlib.suppress(BusError):
             await self.bus.publish(Envelope(
                 run="_", episode="_", topic=f"{self.bus.prefix}/_workers/{self.worker_id}",
                 sender=self.worker_id, kind="worker.heartbeat",
                 payload={"policy": self.policy, "capacity": self.capacity,
                          "active": len(self.episodes), "handled": self.handled,
                          "stopping": stopping}))
-        except BusError:
-            pass
 
     async def _beat(self) -> None:
         while True:
