@@ -9,6 +9,8 @@
     calls a cheap tool), N concurrent episodes in one process; achieved steps/s as a fraction
     of the ideal N / 0.05 s. Reported pinned to one core and with both cores (the event loop
     on one, the store's writer thread free to use the other).
+With ``--agent openai --base-url URL --model M``: agent-step latency against a real server,
+split into model time and simulator time.
 
 Prints one JSON object.
 """
@@ -97,14 +99,52 @@ def concurrent(n: int, steps: int, think: float, d: Path) -> dict[str, Any]:
             "efficiency": decisions / wall / ideal}
 
 
+def with_model(base_url: str, model: str, episodes: int, d: Path) -> dict[str, Any]:
+    """Agent-step latency against a real OpenAI-compatible server, split into the model's
+    time (each call's latency, as recorded) and the simulator's (everything else)."""
+    from coworkenv.agents import Endpoint, OpenAIAgent
+    from coworkenv.store import Reader
+
+    task = next(t for t in builtin_tasks() if t.id == "triage-laptop")
+    task = task.model_copy(update={"tools": ["tickets"], "limits": task.limits.model_copy(
+        update={"max_turns": 4})})
+    ep = Endpoint(base_url, model, max_tokens=96, max_concurrency=1)
+    wall, results = anyio.run(_run, [task], lambda t: OpenAIAgent(ep), 1, episodes,
+                              d / "model.db")
+    model_s = 0.0
+    calls = 0
+    with Reader(d / "model.db") as r:
+        for res in results:
+            for e in r.events(res.episode_id):
+                if e.kind == "agent.model_call":
+                    model_s += e.payload["latency_s"]
+                    calls += 1
+    steps = sum(r.turns for r in results) or 1
+    return {"episodes": len(results), "agent_steps": steps, "model_calls": calls,
+            "wall_s": round(wall, 3),
+            "per_step_ms": round(wall / steps * 1000, 2),
+            "model_per_step_ms": round(model_s / steps * 1000, 2),
+            "simulator_per_step_ms": round((wall - model_s) / steps * 1000, 3),
+            "simulator_share": round((wall - model_s) / wall, 5)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--agent", default="stub", help="stub (default) or openai: measure against "
+                    "a real server (--base-url, --model)")
+    ap.add_argument("--base-url", default="http://127.0.0.1:8080/v1")
+    ap.add_argument("--model", default="smollm2")
     ap.add_argument("--trials", type=int, default=40, help="trials per built-in task for (a)")
     ap.add_argument("--episodes", type=int, default=1000, help="concurrent episodes for (b)")
     ap.add_argument("--steps", type=int, default=20, help="decisions per episode for (b)")
     ap.add_argument("--think", type=float, default=0.05, help="seconds per decision for (b)")
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
+    if args.agent == "openai":
+        with tempfile.TemporaryDirectory() as tmp:
+            print(json.dumps({"openai": with_model(args.base_url, args.model, 3, Path(tmp))},
+                             indent=2))
+        return
     cores = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
 
     def pin(one: bool) -> None:

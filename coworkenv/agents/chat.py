@@ -30,9 +30,10 @@ AGENT_FUNCTIONS: list[dict[str, Any]] = [
 ]
 
 
-def agent_tools() -> list[dict[str, Any]]:
-    """Every function the agent may call: the workspace tools, send_message and finish."""
-    return [*openai_tools(), *AGENT_FUNCTIONS]
+def agent_tools(names: list[str] | None = None) -> list[dict[str, Any]]:
+    """The functions the agent may call: the workspace tools (all, or the named ones),
+    send_message and finish."""
+    return [*openai_tools(names), *AGENT_FUNCTIONS]
 
 
 def system_prompt(me: Mapping[str, Any], start: str) -> str:

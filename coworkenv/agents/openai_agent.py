@@ -93,6 +93,8 @@ class OpenAIAgent(Actor):
         if envelope.kind == "task":
             self.messages = opening(p)
             self.user = str(p.get("from"))
+            if p.get("tools"):
+                self.tools = agent_tools(list(p["tools"]))
         else:
             msg = render_incoming(envelope.kind, p)
             if msg is None:
@@ -169,6 +171,9 @@ class OpenAIAgent(Actor):
         self._error(ctx, "gave_up", f"{self.max_errors + 1} malformed replies in a row")
         ctx.finish(f"gave up after {self.max_errors + 1} malformed replies")
 
+    def _offered(self) -> set[str]:
+        return {t["function"]["name"] for t in self.tools}
+
     def _tool_error(self, call_id: str, code: str, message: str) -> dict[str, Any]:
         return {"role": "tool", "tool_call_id": call_id, "content": json.dumps(
             {"ok": False, "error": {"code": code, "message": message}})}
@@ -199,7 +204,7 @@ class OpenAIAgent(Actor):
             self.messages.append({"role": "tool", "tool_call_id": tc.id,
                                   "content": json.dumps({"ok": True, "sent": True})})
             return True
-        if name not in REGISTRY:
+        if name not in REGISTRY or name not in self._offered():
             self.messages.append(self._tool_error(tc.id, "unknown_tool", f"there is no function "
                                                   f"{name!r}"))
             self._error(ctx, "unknown_tool", name)

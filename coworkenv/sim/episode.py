@@ -27,7 +27,7 @@ from .clock import Clock
 from .errors import Boundary, EpisodeFailure
 from .grading import Grade, GradeWeights, grade
 from .services import ToolService, World
-from .task import Task
+from .task import Task, resolve_toolset
 
 AGENT_ACTIONS = frozenset({"tool_call", "message", "finish"})
 
@@ -42,6 +42,8 @@ class EpisodeSpec:
     seed: int = 0
     agent_name: str = ""
     role: str = "student"
+    tools: list[str] | None = None
+    """Overrides the task's toolset (tool or app names)."""
 
 
 @dataclass(slots=True)
@@ -202,7 +204,8 @@ class EpisodeKernel:
         me = self.state.people[task.agent].model_dump(mode="json")
         self.submit(task.user.person, "agent", "task",
                     {"from": task.user.person, "instruction": task.instruction, "me": me,
-                     "start": task.start.isoformat()}, 0.0)
+                     "start": task.start.isoformat(),
+                     "tools": resolve_toolset(spec.tools or task.tools)}, 0.0)
         for i, ev in enumerate(task.timeline):
             self.clock.schedule(ev.at_minutes * 60, _Delivery("world", "world", "timeline",
                                                                {"index": i}), priority=0)

@@ -41,6 +41,8 @@ class RunOptions:
     faults: FaultPlan | None = None
     """Faults for every task (a task's own plan wins)."""
     weights: GradeWeights = field(default_factory=GradeWeights)
+    tools: list[str] | None = None
+    """Tools offered to the agent (tool or app names), for every task."""
     max_attempts: int = 3
     """Runs of one (task, trial) when a failure says it may be retried (a lost worker)."""
 
@@ -91,7 +93,8 @@ async def run_episodes(tasks: Sequence[Task], *, agent: Callable[[Task], Actor],
     async def one(task: Task, trial: int, attempt: int) -> EpisodeResult:
         seed = episode_seed(task.id, trial)
         spec = EpisodeSpec(task, options.run_id, f"{options.run_id}:{task.id}:{trial}:{attempt}",
-                           trial, attempt, seed, options.agent_name, options.role)
+                           trial, attempt, seed, options.agent_name, options.role,
+                           options.tools)
         plan = task.faults or options.faults
         try:
             kernel = EpisodeKernel(

