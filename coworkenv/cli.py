@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Synthesize, run, grade and export training environments for coworker "
@@ -404,6 +405,130 @@ def worker(
         pass
     except BusError as exc:
         raise _fail(f"--bus {bus}: {exc}", 1) from None
+
+
+@app.command()
+def synth(
+    requirements: Annotated[list[Path], typer.Argument(help="Workflow requirement files (YAML)")],
+    out: Annotated[Path, typer.Option(help="Where to write the accepted tasks (JSONL)")],
+    generator: Annotated[str, typer.Option(help="procedural | openai")] = "procedural",
+    n: Annotated[int, typer.Option(min=1, help="Tasks to produce")] = 100,
+    max_repairs: Annotated[int, typer.Option(min=0, help="Repair rounds per task")] = 3,
+    seed: Annotated[int, typer.Option(help="Seed of the procedural generator")] = 0,
+    model: Annotated[str | None, typer.Option(help="Model (openai generator)")] = None,
+    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint")] = None,
+    api_key_env: Annotated[str | None, typer.Option(help="Variable holding the API key")] = None,
+    max_tokens: Annotated[int, typer.Option(help="Tokens per generated spec")] = 3000,
+    concurrency: Annotated[int, typer.Option(min=1, help="Tasks in flight")] = 8,
+    examples: Annotated[int, typer.Option(min=0, help="Valid example tasks in the prompt "
+                                          "(openai generator; 0 for small context windows)")]
+    = 1,
+) -> None:
+    """Generate tasks from workflow requirements; validate each by running it; repair."""
+    import anyio
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.table import Table
+
+    from .agents.factory import endpoint
+    from .sim import TaskFileError, builtin_tasks
+    from .synth import OpenAIGenerator, ProceduralGenerator, load_requirement, synthesize
+
+    try:
+        reqs = [load_requirement(p) for p in requirements]
+    except TaskFileError as exc:
+        raise _fail(str(exc)) from None
+    gen: Any
+    if generator == "procedural":
+        gen = ProceduralGenerator(seed)
+    elif generator == "openai":
+        try:
+            ep = endpoint(model or "", base_url, api_key_env, max_tokens=max_tokens,
+                          max_concurrency=concurrency, timeout=600)
+        except ValueError as exc:
+            raise _fail(str(exc)) from None
+        if not model:
+            raise _fail("--model is required with --generator openai")
+        shown = [json.loads(t.model_dump_json(exclude_defaults=True))
+                 for t in builtin_tasks()[:examples]]
+        gen = OpenAIGenerator(ep, shown)
+    else:
+        raise _fail(f"--generator: expected procedural or openai, got {generator!r}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    attempts_path = out.with_name(out.name + ".attempts.jsonl")
+    log = attempts_path.open("w")
+
+    def on_attempt(a: Any) -> None:
+        log.write(json.dumps({"requirement": a.requirement, "index": a.index, "round": a.round,
+                              "accepted": a.accepted, "duplicate": a.duplicate,
+                              "report": a.report, "spec": a.spec}) + "\n")
+        log.flush()
+
+    with Progress(TextColumn("[bold]synth"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=err) as bar:
+        job = bar.add_task("synth", total=n)
+        specs, attempts, stats = anyio.run(lambda: synthesize(
+            reqs, gen, n, max_repairs=max_repairs, concurrency=concurrency,
+            on_attempt=on_attempt, on_done=lambda: bar.advance(job)))
+    log.close()
+    with out.open("w") as f:
+        for s in specs:
+            f.write(json.dumps(s) + "\n")
+    summary = stats.to_json()
+    out.with_name(out.name + ".report.json").write_text(json.dumps(summary, indent=2))
+    t = Table(title=f"synth: {len(specs)} of {n} accepted -> {out}")
+    for col in ("requirement", "capability", "tasks exercising it"):
+        t.add_column(col)
+    for rid, cov in summary["coverage"].items():
+        for cap, count in cov.items():
+            t.add_row(rid, cap, str(count) if count else "[red]0[/red]")
+    console.print(t)
+    console.print(f"first-pass validity {summary['first_pass_validity']:.3f}, after repair "
+                  f"{summary['validity_after_repair']:.3f}, mean rounds "
+                  f"{summary['mean_rounds']:.2f}, rejections {summary['rejection_reasons']}; "
+                  f"{len(attempts)} attempts in {attempts_path}", highlight=False)
+
+
+@app.command()
+def validate(
+    files: Annotated[list[Path], typer.Argument(help="Task files (YAML, JSON, JSONL)")],
+) -> None:
+    """Validate task files: parse, resolve, run the reference and a no-op, check capabilities."""
+    import anyio
+    import yaml
+
+    from .synth import validate_task_async
+
+    items: list[tuple[str, Any]] = []
+    for f in files:
+        if not f.exists():
+            raise _fail(f"{f}: no such file")
+        text = f.read_text()
+        if f.suffix == ".jsonl":
+            for i, line in enumerate(text.splitlines(), 1):
+                if line.strip():
+                    try:
+                        items.append((f"{f}:{i}", json.loads(line)))
+                    except json.JSONDecodeError as exc:
+                        items.append((f"{f}:{i}", {"_unparsed": line, "_error": str(exc)}))
+        else:
+            data = json.loads(text) if f.suffix == ".json" else yaml.safe_load(text)
+            data = data if isinstance(data, list) else [data]
+            items += [(f"{f}[{i}]", d) for i, d in enumerate(data)]
+
+    async def go() -> list[Any]:
+        return [await validate_task_async(spec, where) for where, spec in items]
+
+    reports = anyio.run(go)
+    bad = 0
+    for (where, _), r in zip(items, reports, strict=True):
+        if not r.accepted:
+            bad += 1
+            for line in r.text().splitlines():
+                console.print(f"[red]rejected[/red] {where} ({r.task_id}): {escape(line)}",
+                              highlight=False)
+    console.print(f"{len(reports) - bad} of {len(reports)} task(s) valid")
+    if bad:
+        raise typer.Exit(1)
 
 
 @app.command()

@@ -1,0 +1,18 @@
+"""Task synthesis: workflow requirements to validated, capability-guided tasks."""
+
+from .families import FAMILIES, Family, families_for
+from .generate import (
+    Attempt,
+    OpenAIGenerator,
+    ProceduralGenerator,
+    SynthStats,
+    spec_fingerprint,
+    synthesize,
+)
+from .requirement import WorkflowRequirement, load_requirement
+from .validate import Rejection, Report, validate_task, validate_task_async
+
+__all__ = ["FAMILIES", "Attempt", "Family", "OpenAIGenerator", "ProceduralGenerator",
+           "Rejection", "Report", "SynthStats", "WorkflowRequirement", "families_for",
+           "load_requirement", "spec_fingerprint", "synthesize", "validate_task",
+           "validate_task_async"]

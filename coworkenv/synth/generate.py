@@ -1,0 +1,243 @@
+"""Generators of task specs (procedural and LLM) and the validate-and-repair loop."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import zlib
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import anyio
+import yaml
+
+from ..agents.openai_agent import Endpoint
+from ..sim.errors import EpisodeFailure
+from ..sim.task import Task
+from ..workspace import REGISTRY
+from .families import families_for
+from .requirement import WorkflowRequirement
+from .validate import Report, validate_task_async
+
+
+class Generator(Protocol):
+    name: str
+
+    async def generate(self, req: WorkflowRequirement, index: int) -> dict[str, Any]: ...
+
+    async def repair(self, req: WorkflowRequirement, index: int, spec: dict[str, Any],
+                     report: Report, round_: int) -> dict[str, Any]: ...
+
+
+@dataclass
+class ProceduralGenerator:
+    """Parametrised task families, deterministic by seed."""
+
+    seed: int = 0
+    name: str = "procedural"
+
+    def _build(self, req: WorkflowRequirement, index: int, round_: int) -> dict[str, Any]:
+        fams = families_for(req)
+        if not fams:
+            raise ValueError(f"{req.id}: no task family fits apps {req.apps} and capabilities "
+                             f"{sorted(req.capabilities)}")
+        fam = fams[index % len(fams)]
+        rng = random.Random(zlib.crc32(f"{self.seed}:{req.id}:{index}:{round_}".encode()))
+        return fam.build(req, rng, f"{req.id}-{index:05d}")
+
+    async def generate(self, req: WorkflowRequirement, index: int) -> dict[str, Any]:
+        return self._build(req, index, 0)
+
+    async def repair(self, req: WorkflowRequirement, index: int, spec: dict[str, Any],
+                     report: Report, round_: int) -> dict[str, Any]:
+        return self._build(req, index, round_)  # a fresh draw of the parameters
+
+
+def _catalog(apps: list[str]) -> str:
+    return "\n".join(f"- {t.name}({', '.join(t.args.model_json_schema().get('properties', {}))})"
+                     f": {t.description}" for t in REGISTRY.values()
+                     if t.app in apps or t.app == "directory")
+
+
+def _json_of(text: str) -> dict[str, Any]:
+    """The JSON object in a model's reply (fenced or bare); generated text is only parsed."""
+    t = text.strip()
+    if t.startswith("```"):
+        t = t.split("\n", 1)[1] if "\n" in t else t
+        t = t.rsplit("```", 1)[0]
+    start, end = t.find("{"), t.rfind("}")
+    if start < 0 or end <= start:
+        return {"_unparsed": text[:2000]}
+    try:
+        out = json.loads(t[start:end + 1])
+    except json.JSONDecodeError as exc:
+        return {"_unparsed": text[:2000], "_error": str(exc)}
+    return out if isinstance(out, dict) else {"_unparsed": text[:2000]}
+
+
+@dataclass
+class OpenAIGenerator:
+    """Asks a model, through any OpenAI-compatible endpoint, for task specs against the task
+    JSON schema (generated from the models), with the requirement, the tool catalog and valid
+    examples; repairs are asked for with the validator's report."""
+
+    endpoint: Endpoint
+    examples: list[dict[str, Any]] = field(default_factory=list)
+    name: str = "openai"
+    structured: bool = True
+    histories: dict[tuple[str, int], list[dict[str, Any]]] = field(default_factory=dict)
+
+    def _system(self) -> str:
+        return ("You write task specifications for a simulated company workspace, as one JSON "
+                "object that follows the given JSON schema exactly. Use only people, tools and "
+                "ids that exist. Reply with the JSON object only.")
+
+    def _prompt(self, req: WorkflowRequirement, index: int) -> str:
+        ex = "\n".join(json.dumps(e, separators=(",", ":")) for e in self.examples)
+        return (f"Workflow requirement:\n{yaml.safe_dump(req.model_dump(mode='json'))}\n"
+                f"Tools:\n{_catalog(list(req.apps))}\n\n"
+                + (f"Valid example task(s):\n{ex}\n\n" if ex else "") +
+                f"Write task number {index} for this requirement, with id "
+                f"\"{req.id}-llm-{index:05d}\", company \"{req.company}\", agent "
+                f"\"{req.agent}\", user person \"{req.user}\". It must exercise: "
+                f"{', '.join(req.capabilities)}.")
+
+    async def _ask(self, key: tuple[str, int], content: str) -> dict[str, Any]:
+        hist = self.histories.setdefault(key, [{"role": "system", "content": self._system()}])
+        hist.append({"role": "user", "content": content})
+        request: dict[str, Any] = {"model": self.endpoint.model, "messages": hist,
+                                   "temperature": 0.7, "max_tokens": self.endpoint.max_tokens}
+        if self.structured:
+            request["response_format"] = {"type": "json_schema", "json_schema": {
+                "name": "task", "schema": Task.model_json_schema()}}
+        try:
+            resp, _ = await self.endpoint.complete(request)
+        except EpisodeFailure:
+            if not self.structured:
+                raise
+            self.structured = False  # the server cannot constrain to this schema: plain JSON
+            request.pop("response_format")
+            request["response_format"] = {"type": "json_object"}
+            try:
+                resp, _ = await self.endpoint.complete(request)
+            except EpisodeFailure:
+                request.pop("response_format")
+                resp, _ = await self.endpoint.complete(request)
+        text = (resp.choices[0].message.content if resp.choices else "") or ""
+        hist.append({"role": "assistant", "content": text})
+        return _json_of(text)
+
+    async def generate(self, req: WorkflowRequirement, index: int) -> dict[str, Any]:
+        return await self._ask((req.id, index), self._prompt(req, index))
+
+    async def repair(self, req: WorkflowRequirement, index: int, spec: dict[str, Any],
+                     report: Report, round_: int) -> dict[str, Any]:
+        return await self._ask((req.id, index), "The validator rejected that spec:\n"
+                               f"{report.text()}\nReturn the corrected JSON object only.")
+
+
+@dataclass
+class Attempt:
+    requirement: str
+    index: int
+    round: int
+    spec: dict[str, Any]
+    report: dict[str, Any]
+    accepted: bool
+    duplicate: bool = False
+
+
+@dataclass
+class SynthStats:
+    requested: int = 0
+    accepted: int = 0
+    first_pass: int = 0
+    rounds_of_accepted: list[int] = field(default_factory=list)
+    reasons: Counter[str] = field(default_factory=Counter)
+    coverage: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        n = self.requested or 1
+        return {"requested": self.requested, "accepted": self.accepted,
+                "first_pass_validity": round(self.first_pass / n, 4),
+                "validity_after_repair": round(self.accepted / n, 4),
+                "mean_rounds": round(sum(self.rounds_of_accepted)
+                                     / max(1, len(self.rounds_of_accepted)), 3),
+                "rejection_reasons": dict(self.reasons.most_common()),
+                "coverage": self.coverage}
+
+
+def spec_fingerprint(spec: dict[str, Any]) -> str:
+    body = {k: v for k, v in spec.items() if k not in ("id", "family")}
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+
+async def synthesize(reqs: list[WorkflowRequirement], generator: Generator, n: int, *,
+                     max_repairs: int = 3, concurrency: int = 8,
+                     on_attempt: Callable[[Attempt], None] | None = None,
+                     on_done: Callable[[], None] | None = None
+                     ) -> tuple[list[dict[str, Any]], list[Attempt], SynthStats]:
+    """Generate ``n`` tasks over the requirements (split evenly), validating each and asking
+    the generator to repair rejected ones up to ``max_repairs`` times. Duplicates are refused."""
+    stats = SynthStats(requested=n)
+    for req in reqs:
+        stats.coverage[req.id] = dict.fromkeys(req.capabilities, 0)
+    jobs = [(reqs[i % len(reqs)], i // len(reqs)) for i in range(n)]
+    accepted: dict[int, dict[str, Any]] = {}
+    attempts: list[Attempt] = []
+    seen: set[str] = set()
+    limit = anyio.Semaphore(concurrency)
+
+    async def ask(call: Any) -> tuple[dict[str, Any], str | None]:
+        try:
+            return await call, None
+        except Exception as exc:  # a generator that fails is a rejected attempt, not a crash
+            return {}, f"{type(exc).__name__}: {exc}"
+
+    async def one(slot: int, req: WorkflowRequirement, index: int) -> None:
+        from .validate import Rejection
+
+        async with limit:
+            spec, failed = await ask(generator.generate(req, index))
+            for round_ in range(max_repairs + 1):
+                if failed is not None:
+                    report = Report(f"{req.id}#{index}", False,
+                                    [Rejection("generator", generator.name, failed)])
+                else:
+                    report = await validate_task_async(spec, f"{req.id}#{index}")
+                fp = spec_fingerprint(spec)
+                dup = report.accepted and fp in seen
+                if dup:
+                    report.accepted = False
+                    report.rejections.append(Rejection("duplicate", "task", "the same task as "
+                                                       "an accepted one"))
+                att = Attempt(req.id, index, round_, spec, report.to_json(), report.accepted, dup)
+                attempts.append(att)
+                if on_attempt is not None:
+                    on_attempt(att)
+                stats.reasons.update({r.rule for r in report.rejections})  # per attempt
+                if report.accepted:
+                    seen.add(fp)
+                    accepted[slot] = spec
+                    stats.accepted += 1
+                    stats.first_pass += round_ == 0
+                    stats.rounds_of_accepted.append(round_)
+                    for c in report.capabilities:
+                        stats.coverage[req.id][c] = stats.coverage[req.id].get(c, 0) + 1
+                    break
+                if round_ < max_repairs:
+                    if failed is not None:
+                        spec, failed = await ask(generator.generate(req, index))
+                    else:
+                        spec, failed = await ask(generator.repair(req, index, spec, report,
+                                                                  round_ + 1))
+        if on_done is not None:
+            on_done()
+
+    async with anyio.create_task_group() as tg:
+        for slot, (req, index) in enumerate(jobs):
+            tg.start_soon(one, slot, req, index)
+    return [accepted[k] for k in sorted(accepted)], attempts, stats

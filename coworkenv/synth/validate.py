@@ -1,0 +1,234 @@
+"""Programmatic validation of task specs: a spec is accepted only if it is sound when run.
+
+Rules (each rejection names the rule, where in the spec, observed vs expected, and the event
+seqs it rests on): the spec parses and every reference resolves (``parse``); the reference
+solution's tool arguments fit the tools (``tool_args``); check SQL is read-only and runs
+(``check_sql``); the oracle passes every check with safety 1.0 (``oracle``); a no-op agent
+does not (``trivial``); two oracle runs give the same events (``deterministic``); every
+reply the solution waits for can come (``unobtainable_fact``); and each claimed capability
+has its property (``capability``). Nothing in a spec is ever executed as Python.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import anyio
+from pydantic import ValidationError
+
+from ..agents import NoopAgent, OracleAgent, scripted_cast
+from ..bus import MemoryBus
+from ..sim import EpisodeKernel, EpisodeResult, EpisodeSpec, Task, TaskFileError, VirtualClock
+from ..sim.checks import projection_db, run_sql
+from ..sim.loader import parse_task
+from ..sim.task import MessageStep, SqlCheck, ToolStep, WaitStep
+from ..workspace import REGISTRY
+
+_REF = re.compile(r"\$\{[^}]+\}")
+
+
+@dataclass
+class Rejection:
+    rule: str
+    where: str
+    message: str
+    observed: Any = None
+    expected: Any = None
+    events: list[int] = field(default_factory=list)
+
+
+@dataclass
+class Report:
+    task_id: str
+    accepted: bool
+    rejections: list[Rejection] = field(default_factory=list)
+    capabilities: list[str] = field(default_factory=list)
+    """Capabilities whose property was verified (the coverage report)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def text(self) -> str:
+        return "\n".join(f"{r.rule}: {r.where}: {r.message}"
+                         + (f" (observed {r.observed!r}, expected {r.expected!r})"
+                            if r.observed is not None or r.expected is not None else "")
+                         + (f" [events {r.events}]" if r.events else "")
+                         for r in self.rejections)
+
+
+async def _run(task: Task, agent: Any, seed: int) -> tuple[EpisodeResult, Any]:
+    async with MemoryBus("validate") as bus:
+        k = EpisodeKernel(EpisodeSpec(task, "validate", f"validate:{task.id}:{seed}", 0, 0, seed),
+                          bus=bus, store=None, agent=agent, cast=scripted_cast(task),
+                          clock=VirtualClock())
+        return await k.run(), k
+
+
+def _placeholder(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _placeholder(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_placeholder(v) for v in value]
+    if isinstance(value, str) and _REF.search(value):
+        return _REF.sub("x", value)
+    return value
+
+
+def static_checks(task: Task) -> list[Rejection]:
+    out: list[Rejection] = []
+    for i, step in enumerate(task.reference):
+        if isinstance(step, ToolStep):
+            try:
+                REGISTRY[step.tool].args.model_validate(_placeholder(step.args))
+            except ValidationError as exc:
+                e = exc.errors()[0]
+                out.append(Rejection("tool_args", f"reference[{i}].args."
+                                     + ".".join(str(x) for x in e["loc"]), e["msg"],
+                                     observed=step.args))
+    seed_db = projection_db(task.seed.build())
+    try:
+        for i, chk in enumerate(task.checks):
+            if isinstance(chk, SqlCheck):
+                try:
+                    run_sql(seed_db, chk.query)
+                except sqlite3.DatabaseError as exc:
+                    msg = "check SQL must be read-only" if "authorized" in str(exc) or \
+                        "readonly" in str(exc) else "check SQL does not run"
+                    out.append(Rejection("check_sql", f"checks[{i}].query", f"{msg}: {exc}",
+                                         observed=chk.query))
+    finally:
+        seed_db.close()
+    cast = {m.person: m for m in task.cast()}
+    contacted: set[str] = set()
+    for i, step in enumerate(task.reference):
+        if isinstance(step, MessageStep):
+            contacted.add(step.to)
+        elif isinstance(step, ToolStep):
+            a = step.args
+            if step.tool == "chat_send_dm":
+                contacted.add(str(a.get("to")))
+            elif step.tool in ("email_send", "email_forward"):
+                for key in ("to", "cc"):
+                    v = a.get(key) or []
+                    contacted.update(str(x) for x in (v if isinstance(v, list) else [v]))
+        elif isinstance(step, WaitStep) and step.message_from is not None:
+            who = step.message_from
+            timeline_actors = {e.actor for e in task.timeline} | {
+                m.person for m in task.cast() if any(t.at_minutes is not None for t in m.triggers)}
+            if who in timeline_actors:
+                continue  # the world brings this message at its time
+            member = cast.get(who)
+            if member is None:
+                out.append(Rejection("unobtainable_fact", f"reference[{i}].message_from",
+                                     f"{who} is not in the cast: no one will answer",
+                                     observed=who, expected=sorted(cast)))
+            elif not member.response.available:
+                out.append(Rejection("unobtainable_fact", f"reference[{i}].message_from",
+                                     f"{who} is unavailable (response.available is false)"))
+            elif who not in contacted:
+                out.append(Rejection("unobtainable_fact", f"reference[{i}].message_from",
+                                     f"the solution waits for {who} without asking them first"))
+    return out
+
+
+def capability_properties(task: Task, events: list[Any]) -> dict[str, tuple[bool, str]]:
+    """Whether each capability's property holds for this task (and why not)."""
+    steps = task.reference
+    tools = [s for s in steps if isinstance(s, ToolStep)]
+    apps = sorted({REGISTRY[s.tool].app for s in tools if s.tool in REGISTRY})
+    props: dict[str, tuple[bool, str]] = {
+        "tool_coordination": (len(apps) >= 3, f"the solution uses apps {apps}; needs >= 3")}
+    # multi-turn: a fact only a person knows is asked for, and the answer is waited for
+    asked_ok, why = False, "no fact held by a cast member is asked for and waited for"
+    cast = {m.person: m for m in task.cast()}
+    seed_text = task.seed.model_dump_json().lower()
+    for i, s in enumerate(steps):
+        if not (isinstance(s, WaitStep) and s.message_from in cast):
+            continue
+        member = cast[s.message_from]
+        question = " ".join(str(x.model_dump()) for x in steps[:i]).lower()
+        for f in member.facts:
+            hidden = f.value.lower() not in seed_text
+            if hidden and any(k.lower() in question for k in f.keywords):
+                asked_ok, why = True, ""
+    props["multi_turn_communication"] = (asked_ok, why)
+    # dynamic state: the world changes mid-episode and the solution acts on the change
+    world = [e for e in events if e.actor == "world" and e.sim_time > 0]
+    waits = [i for i, s in enumerate(steps) if isinstance(s, WaitStep)]
+    writes_after = bool(waits) and any(isinstance(s, ToolStep) and REGISTRY[s.tool].writes
+                                       for s in steps[waits[0]:])
+    triggers = any(t.at_minutes for m in task.cast() for t in m.triggers)
+    dyn = (bool(world) or triggers) and writes_after
+    props["dynamic_workspace_state"] = (dyn, "" if dyn else "no timeline change after the start "
+                                        "that the solution reacts to with a write")
+    props["safety_sensitive_handling"] = (bool(task.safety), "" if task.safety else
+                                          "no safety rule")
+    return props
+
+
+async def validate_task_async(spec: Any, where: str = "spec") -> Report:
+    """Validate one spec (a mapping or a Task). Never raises for a bad spec: every problem,
+    including one that breaks the simulator, is a rejection in the report."""
+    try:
+        return await _validate(spec, where)
+    except Exception as exc:  # a spec that breaks something is still only a rejected spec
+        tid = spec.id if isinstance(spec, Task) else (
+            spec.get("id", "?") if isinstance(spec, dict) else "?")
+        return Report(str(tid), False, [Rejection("error", where,
+                                                  f"{type(exc).__name__}: {exc}")])
+
+
+async def _validate(spec: Any, where: str) -> Report:
+    if isinstance(spec, Task):
+        task = spec
+    else:
+        try:
+            task = parse_task(spec, where)
+        except TaskFileError as exc:
+            tid = spec.get("id", "?") if isinstance(spec, dict) else "?"
+            return Report(str(tid), False, [Rejection("parse", where, p) for p in exc.problems])
+    rej = static_checks(task)
+    if any(r.rule == "check_sql" for r in rej):
+        return Report(task.id, False, rej)
+    (first, k1), (second, _) = await _run(task, OracleAgent(list(task.reference)), 1), \
+        await _run(task, OracleAgent(list(task.reference)), 1)
+    if first.status != "completed":
+        rej.append(Rejection("oracle", "reference", f"the reference solution's episode failed: "
+                             f"{first.failure}", observed=first.failure_boundary))
+    else:
+        for c in first.checks:
+            if not c.passed:
+                rej.append(Rejection("oracle", f"checks[{c.id}]", f"the reference solution "
+                                     f"fails this check: {c.detail}", observed=False,
+                                     expected=True, events=c.evidence))
+        if first.grade is not None:
+            for r in first.grade.rules:
+                if not r.passed:
+                    rej.append(Rejection("oracle", f"safety[{r.id}]", f"the reference solution "
+                                         f"violates this rule: {r.detail}", events=r.evidence))
+        if first.termination != "agent_finished":
+            rej.append(Rejection("oracle", "reference", "the reference solution did not "
+                                 "finish", observed=first.termination,
+                                 expected="agent_finished"))
+    if first.events_hash != second.events_hash:
+        rej.append(Rejection("deterministic", "task", "two runs of the reference solution "
+                             "gave different events"))
+    noop, _ = await _run(task, NoopAgent(), 1)
+    if noop.status == "completed" and noop.completion >= 1.0:
+        rej.append(Rejection("trivial", "checks", "a no-op agent passes every check",
+                             observed=noop.completion, expected="< 1.0"))
+    props = capability_properties(task, k1.events)
+    for cap in task.capabilities:
+        ok, why = props.get(cap, (False, "unknown capability"))
+        if not ok:
+            rej.append(Rejection("capability", f"capabilities[{cap}]", f"claimed but absent: "
+                                 f"{why}"))
+    verified: list[str] = [c for c, (ok, _) in props.items() if ok and c in task.capabilities]
+    return Report(task.id, not rej, rej, verified)
+
+
+def validate_task(spec: Any, where: str = "spec") -> Report:
+    return anyio.run(validate_task_async, spec, where)
