@@ -27,6 +27,21 @@ from ..workspace import REGISTRY
 from .chat import agent_tools, assistant_message, opening, render_incoming
 
 
+def _http_client(max_connections: int) -> Any:
+    """openai's own async HTTP client, without keep-alive (openai 3 ships httpx2, older
+    releases httpx)."""
+    try:
+        import httpx2 as http_lib  # type: ignore[import-not-found]
+
+        factory: Any = getattr(openai, "DefaultAsyncHttpx2Client", None)
+    except ImportError:  # pragma: no cover - openai < 3
+        import httpx as http_lib  # type: ignore[import-not-found,no-redef]
+
+        factory = getattr(openai, "DefaultAsyncHttpxClient", None)
+    limits = http_lib.Limits(max_connections=max_connections, max_keepalive_connections=0)
+    return factory(limits=limits) if factory is not None else http_lib.AsyncClient(limits=limits)
+
+
 @dataclass
 class Endpoint:
     """One OpenAI-compatible server, shared by every agent of a run (one concurrency limit)."""
@@ -46,9 +61,13 @@ class Endpoint:
     retries: int = 0
 
     def __post_init__(self) -> None:
-        # our own retry loop (below) owns backoff and the dead-endpoint decision
+        # our own retry loop (below) owns backoff and the dead-endpoint decision. No
+        # keep-alive: a pooled connection belongs to the event loop that opened it, and an
+        # endpoint can outlive that loop (tests, repeated runs); one connect per model call
+        # costs nothing next to the call.
         self.client = openai.AsyncOpenAI(base_url=self.base_url, api_key=self.api_key,
-                                         timeout=self.timeout, max_retries=0)
+                                         timeout=self.timeout, max_retries=0,
+                                         http_client=_http_client(self.max_concurrency * 2))
         self.limit = anyio.Semaphore(self.max_concurrency)
 
     async def complete(self, request: dict[str, Any]) -> tuple[Any, float]:
