@@ -55,11 +55,14 @@ async def raw_queue(n: int) -> dict[str, Any]:
     return summary(n, time.perf_counter() - t0, lat, len(lat))
 
 
-async def through_bus(bus: Bus, n: int, *, flush: bool) -> dict[str, Any]:
+async def through_bus(pub: Bus, n: int, *, flush: bool, sub_bus: Bus | None = None,
+                      buffer: int = 1024) -> dict[str, Any]:
+    """Publish ``n`` envelopes on ``pub``; receive them on ``sub_bus`` (default: the same bus)."""
+    sub_bus = sub_bus or pub
     lat: list[float] = []
-    envs = [Envelope(run="r", episode="e", topic=bus.topic("r", "e", "agent"), sender="bench",
+    envs = [Envelope(run="r", episode="e", topic=pub.topic("r", "e", "agent"), sender="bench",
                      kind="message", payload={"i": i}) for i in range(n)]
-    async with bus.subscribe(bus.episode_filter("r", "e"), max_buffer=1024) as sub:
+    async with sub_bus.subscribe(sub_bus.episode_filter("r", "e"), max_buffer=buffer) as sub:
         done = anyio.Event()
 
         async def consume() -> None:
@@ -74,9 +77,9 @@ async def through_bus(bus: Bus, n: int, *, flush: bool) -> dict[str, Any]:
             t0 = time.perf_counter()
             for e in envs:
                 e.payload["t"] = time.perf_counter()
-                await bus.publish(e)
+                await pub.publish(e)
             if flush:
-                await bus.flush()
+                await pub.flush()
             with anyio.move_on_after(60):
                 await done.wait()
             seconds = time.perf_counter() - t0
@@ -116,33 +119,9 @@ async def raw_aiomqtt(host: str, port: int, n: int) -> dict[str, Any]:
 
 async def mqtt_bus(host: str, port: int, n: int) -> dict[str, Any]:
     prefix = f"bench-{new_id()[:8]}"
-    async with MqttBus(host, port, prefix=prefix) as pub, MqttBus(host, port,
-                                                                  prefix=prefix) as sub_bus:
-        lat: list[float] = []
-        envs = [Envelope(run="r", episode="e", topic=pub.topic("r", "e", "agent"),
-                         sender="bench", kind="message", payload={"i": i}) for i in range(n)]
-        async with sub_bus.subscribe(sub_bus.episode_filter("r", "e"), max_buffer=n) as sub:
-            done = anyio.Event()
-
-            async def consume() -> None:
-                async for e in sub:
-                    lat.append(time.perf_counter() - e.payload["t"])
-                    if len(lat) == n:
-                        done.set()
-                        return
-
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(consume)
-                t0 = time.perf_counter()
-                for e in envs:
-                    e.payload["t"] = time.perf_counter()
-                    await pub.publish(e)
-                await pub.flush()
-                with anyio.move_on_after(60):
-                    await done.wait()
-                seconds = time.perf_counter() - t0
-                tg.cancel_scope.cancel()
-        return summary(n, seconds, lat, len(lat))
+    async with MqttBus(host, port, prefix=prefix) as pub, \
+            MqttBus(host, port, prefix=prefix) as sub_bus:
+        return await through_bus(pub, n, flush=True, sub_bus=sub_bus, buffer=n)
 
 
 def median_of(runs: list[dict[str, Any]]) -> dict[str, Any]:

@@ -494,33 +494,26 @@ def validate(
 ) -> None:
     """Validate task files: parse, resolve, run the reference and a no-op, check capabilities."""
     import anyio
-    import yaml
 
-    from .synth import validate_task_async
+    from .sim import TaskFileError
+    from .sim.loader import read_task_items
+    from .synth import Rejection, Report, validate_task_async
 
     items: list[tuple[str, Any]] = []
+    unreadable: list[tuple[str, Report]] = []
     for f in files:
-        if not f.exists():
-            raise _fail(f"{f}: no such file")
-        text = f.read_text()
-        if f.suffix == ".jsonl":
-            for i, line in enumerate(text.splitlines(), 1):
-                if line.strip():
-                    try:
-                        items.append((f"{f}:{i}", json.loads(line)))
-                    except json.JSONDecodeError as exc:
-                        items.append((f"{f}:{i}", {"_unparsed": line, "_error": str(exc)}))
-        else:
-            data = json.loads(text) if f.suffix == ".json" else yaml.safe_load(text)
-            data = data if isinstance(data, list) else [data]
-            items += [(f"{f}[{i}]", d) for i, d in enumerate(data)]
+        try:
+            items += read_task_items(f, lenient=True)
+        except TaskFileError as exc:  # a whole file that cannot be read
+            unreadable.append((exc.file, Report("?", False, [Rejection("parse", exc.file, p)
+                                                             for p in exc.problems])))
 
     async def go() -> list[Any]:
         return [await validate_task_async(spec, where) for where, spec in items]
 
-    reports = anyio.run(go)
+    reports = [r for _, r in unreadable] + anyio.run(go)
     bad = 0
-    for (where, _), r in zip(items, reports, strict=True):
+    for (where, _), r in zip([(w, None) for w, _ in unreadable] + items, reports, strict=True):
         if not r.accepted:
             bad += 1
             for line in r.text().splitlines():

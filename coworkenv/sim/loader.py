@@ -87,7 +87,11 @@ def parse_task(raw: Any, where: str) -> Task:
         raise TaskFileError(where, [p for e in exc.errors() for p in _describe(e)]) from None
 
 
-def load_task_file(path: str | Path) -> list[Task]:
+def read_task_items(path: str | Path, *, lenient: bool = False) -> list[tuple[str, Any]]:
+    """The raw task items of a file, each with where it is (``file:line`` or ``file[i]``).
+
+    ``lenient``: a JSONL line that is not JSON becomes an item of its own (a mapping holding
+    the line and the error, which validation then rejects) instead of failing the file."""
     p = Path(path)
     if not p.exists():
         raise TaskFileError(str(p), ["no such file"])
@@ -100,8 +104,10 @@ def load_task_file(path: str | Path) -> list[Task]:
                     try:
                         items.append((f"{p}:{n}", json.loads(line)))
                     except json.JSONDecodeError as exc:
-                        raise TaskFileError(f"{p}:{n}", [f"not JSON: {exc.msg} at column "
-                                                         f"{exc.colno}"]) from None
+                        problem = f"not JSON: {exc.msg} at column {exc.colno}"
+                        if not lenient:
+                            raise TaskFileError(f"{p}:{n}", [problem]) from None
+                        items.append((f"{p}:{n}", {"_unparsed": line[:2000], "_error": problem}))
         elif p.suffix == ".json":
             data = json.loads(text)
             items = [(f"{p}[{i}]", d) for i, d in enumerate(data)] if isinstance(data, list) \
@@ -118,7 +124,11 @@ def load_task_file(path: str | Path) -> list[Task]:
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}" if mark is not None else ""
         raise TaskFileError(str(p), [f"not YAML{at}: {getattr(exc, 'problem', exc)}"]) from None
-    return [parse_task(raw, where) for where, raw in items]
+    return items
+
+
+def load_task_file(path: str | Path) -> list[Task]:
+    return [parse_task(raw, where) for where, raw in read_task_items(path)]
 
 
 def load_tasks(paths: Iterable[str | Path]) -> list[Task]:

@@ -18,15 +18,11 @@ import pytest
 
 from coworkenv.bus import BusConnectionError, Envelope, MqttBus
 
+from ..conftest import free_port
+
 pytestmark = [pytest.mark.anyio, pytest.mark.mqtt, pytest.mark.slow]
 
 MOSQUITTO = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Broker:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -18,17 +17,13 @@ import pytest
 
 from coworkenv.store import Reader
 
+from ..conftest import free_port
+
 ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-m", "coworkenv.cli"]
 ARTIFACTS = Path(os.environ.get("COWORKENV_TEST_ARTIFACTS", ROOT / "test-artifacts"))
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 MOVE = "(s, v) => { s.value = v; s.dispatchEvent(new Event('input')); }"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
