@@ -524,6 +524,62 @@ def validate(
         raise typer.Exit(1)
 
 
+export_app = typer.Typer(no_args_is_help=True, help="Export training data from the store.")
+app.add_typer(export_app, name="export")
+
+
+@export_app.command("sft")
+def export_sft_cmd(
+    db: Annotated[Path, typer.Option(help=DB_HELP)],
+    out: Annotated[Path, typer.Option(help="Folder for train/eval JSONL (and a HF dataset)")],
+    run_id: Annotated[str | None, typer.Option("--run", help="Only this run")] = None,
+    min_score: Annotated[float, typer.Option(help="Score a demonstration needs")] = 0.75,
+    split_by: Annotated[str, typer.Option(help="task | family")] = "task",
+    eval_fraction: Annotated[float, typer.Option(help="Share of tasks/families held out")] = 0.2,
+    all_roles: Annotated[bool, typer.Option(help="Also student episodes that passed")] = False,
+) -> None:
+    """Teacher episodes that passed, as SFT conversations with tools (TRL's format)."""
+    from .training import export_sft
+
+    if split_by not in ("task", "family"):
+        raise _fail(f"--split-by: expected task or family, got {split_by!r}")
+    _reader(db).close()
+    st = export_sft(db, out, run=run_id, min_score=min_score, split_by=split_by,  # type: ignore[arg-type]
+                    eval_fraction=eval_fraction, teachers_only=not all_roles)
+    console.print(f"wrote {st.written} rows to {out} ({st.considered} considered, excluded "
+                  f"{dict(st.excluded)})", highlight=False)
+
+
+@export_app.command("rl")
+def export_rl_cmd(
+    out: Annotated[Path, typer.Option(help="Folder for train/eval JSONL")],
+    tasks: Annotated[list[Path] | None, typer.Option("--tasks", help="Task files")] = None,
+    db: Annotated[Path | None, typer.Option(help="Or: the tasks a run used")] = None,
+    run_id: Annotated[str | None, typer.Option("--run", help="Run id (with --db)")] = None,
+    split_by: Annotated[str, typer.Option(help="task | family")] = "task",
+    eval_fraction: Annotated[float, typer.Option(help="Share held out")] = 0.2,
+) -> None:
+    """Task prompts for RL (the opening conversation, tools and task id of each task)."""
+    from .sim import Task
+    from .training import export_rl
+
+    if (tasks is None) == (db is None):
+        raise _fail("give exactly one of --tasks or --db")
+    if tasks is not None:
+        loaded, source = _load(tasks), ", ".join(map(str, tasks))
+    else:
+        assert db is not None
+        with _reader(db) as r:
+            rid = run_id or r.latest_run()
+            if rid is None:
+                raise _fail(f"{db} holds no run")
+            loaded = [Task.model_validate_json(s) for s in r.task_specs(rid).values()]
+        source = f"{db}, run {rid}"
+    st = export_rl(loaded, out, split_by=split_by, eval_fraction=eval_fraction,  # type: ignore[arg-type]
+                   source=source)
+    console.print(f"wrote {st.written} prompts to {out}", highlight=False)
+
+
 @app.command()
 def regrade(
     db: Annotated[Path, typer.Option(help=DB_HELP)],

@@ -19,13 +19,14 @@ def anyio_backend() -> str:
 
 def run_sync(tasks: list[Task], db: Path | str, *, agent: Any = "oracle", trials: int = 1,
              concurrency: int = 16, bus: Bus | None = None, run_id: str = "r1",
-             resume: bool = False, clock: str = "virtual") -> list[EpisodeResult]:
+             resume: bool = False, clock: str = "virtual",
+             role: str = "student") -> list[EpisodeResult]:
     make = agent_factory(agent) if isinstance(agent, str) else agent
 
     async def go() -> list[EpisodeResult]:
         async with bus or MemoryBus("t") as b, EventStore(db) as store:
             return await run_episodes(tasks, agent=make, cast=scripted_cast, bus=b, store=store,
                                       options=RunOptions(run_id, str(agent), trials, concurrency,
-                                                         clock, resume=resume))
+                                                         clock, role=role, resume=resume))
 
     return anyio.run(go)

@@ -1,0 +1,141 @@
+"""Training data from the store: SFT demonstrations (teacher episodes that passed) and RL
+prompts, in TRL's conversational format with tools.
+
+Rows keep ``messages`` exactly as the agent saw and produced them (the same renderer as live
+agents and ``replay --agent-view``); ``tool_calls[].function.arguments`` and ``tools`` are
+JSON strings (Arrow would otherwise merge argument dicts across rows). Splits are by task or
+workflow family, never by episode, so evaluation tasks never leak into training; duplicate
+conversations are dropped; a dataset card (README.md) records the source, filters and counts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import zlib
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from ..agents.chat import agent_tools, agent_view, opening
+from ..sim.task import Task, resolve_toolset
+from ..store import Reader
+
+SplitBy = Literal["task", "family"]
+
+
+@dataclass
+class ExportStats:
+    considered: int = 0
+    written: dict[str, int] = field(default_factory=dict)
+    excluded: Counter[str] = field(default_factory=Counter)
+
+
+def _split(key: str, eval_fraction: float) -> str:
+    """A stable train/eval assignment of a task id or family."""
+    return "eval" if (zlib.crc32(key.encode()) % 10_000) / 10_000 < eval_fraction else "train"
+
+
+def _tools_of(events: list[Any]) -> list[dict[str, Any]]:
+    task: dict[str, Any] = next((e.payload for e in events
+                                 if e.kind == "task" and e.payload.get("to") == "agent"),
+                {})
+    return agent_tools(task.get("tools"))
+
+
+def _write(out: Path, rows: dict[str, list[dict[str, Any]]]) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    for split, items in rows.items():
+        with (out / f"{split}.jsonl").open("w") as f:
+            for row in items:
+                f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    try:  # a Hugging Face dataset too, when `datasets` is installed (the train extra)
+        import datasets  # type: ignore[import-not-found]
+    except ImportError:
+        return
+    dd = datasets.DatasetDict({split: datasets.Dataset.from_list(items)
+                               for split, items in rows.items() if items})
+    dd.save_to_disk(str(out / "hf"))
+
+
+def _card(out: Path, title: str, lines: list[str]) -> None:
+    (out / "README.md").write_text(f"# {title}\n\n" + "\n".join(lines) + "\n")
+
+
+def export_sft(db: Path, out: Path, *, run: str | None = None, min_score: float = 0.75,
+               split_by: SplitBy = "task", eval_fraction: float = 0.2,
+               teachers_only: bool = True) -> ExportStats:
+    """One row per teacher episode that passed (score >= ``min_score``, safety 1.0)."""
+    stats = ExportStats()
+    rows: dict[str, list[dict[str, Any]]] = {"train": [], "eval": []}
+    seen: set[str] = set()
+    with Reader(db) as r:
+        graded = r.graded_episodes(run)
+        roles = dict(r.conn.execute("SELECT episode_id, role FROM episodes").fetchall())
+        for g in graded:
+            stats.considered += 1
+            if teachers_only and roles.get(g["episode_id"]) != "teacher":
+                stats.excluded["not a teacher run"] += 1
+                continue
+            if g["safety"] < 1.0:
+                stats.excluded["unsafe (safety < 1)"] += 1
+                continue
+            if g["score"] < min_score:
+                stats.excluded[f"score < {min_score}"] += 1
+                continue
+            events = list(r.events(g["episode_id"]))
+            messages = agent_view(events)
+            for m in messages:  # arguments as JSON strings, content never missing
+                m.setdefault("content", "")
+                for tc in m.get("tool_calls", []):
+                    if not isinstance(tc["function"]["arguments"], str):
+                        tc["function"]["arguments"] = json.dumps(tc["function"]["arguments"])
+            digest = hashlib.sha256(json.dumps(messages, sort_keys=True).encode()).hexdigest()
+            if digest in seen:
+                stats.excluded["duplicate conversation"] += 1
+                continue
+            seen.add(digest)
+            key = g["task_id"] if split_by == "task" else g["family"]
+            split = _split(key, eval_fraction)
+            rows[split].append({
+                "messages": messages, "tools": json.dumps(_tools_of(events)),
+                "task_id": g["task_id"], "family": g["family"], "episode_id": g["episode_id"],
+                "run_id": g["run_id"], "score": g["score"]})
+    _write(out, rows)
+    stats.written = {k: len(v) for k, v in rows.items()}
+    _card(out, "coworkenv SFT demonstrations", [
+        f"- source: `{db}`" + (f", run `{run}`" if run else ", every run"),
+        f"- filters: teacher episodes only: {teachers_only}; score >= {min_score}; safety 1.0; "
+        "duplicate conversations removed",
+        f"- split by {split_by} (eval fraction {eval_fraction}); no {split_by} is in both",
+        f"- considered {stats.considered}; written {stats.written}; excluded "
+        f"{dict(stats.excluded)}",
+        "- format: TRL conversational with tools: `messages` (system, user, assistant with "
+        "`tool_calls`, `tool`), `tools` (JSON string of OpenAI function schemas)"])
+    (out / "stats.json").write_text(json.dumps({"considered": stats.considered,
+                                                "written": stats.written,
+                                                "excluded": dict(stats.excluded)}, indent=2))
+    return stats
+
+
+def export_rl(tasks: list[Task], out: Path, *, split_by: SplitBy = "task",
+              eval_fraction: float = 0.2, source: str = "") -> ExportStats:
+    """The prompts for RL: each task's opening conversation, its tools, and its id (the
+    environment rebuilds the episode from the id)."""
+    stats = ExportStats(considered=len(tasks))
+    rows: dict[str, list[dict[str, Any]]] = {"train": [], "eval": []}
+    for t in tasks:
+        me = next(p for p in t.seed.people if p.id == t.agent).model_dump(mode="json")
+        prompt = opening({"from": t.user.person, "instruction": t.instruction, "me": me,
+                          "start": t.start.isoformat()})
+        key = t.id if split_by == "task" else t.family
+        rows[_split(key, eval_fraction)].append({
+            "prompt": prompt, "tools": json.dumps(agent_tools(resolve_toolset(t.tools))),
+            "task_id": t.id, "family": t.family, "capabilities": list(t.capabilities)})
+    _write(out, rows)
+    stats.written = {k: len(v) for k, v in rows.items()}
+    _card(out, "coworkenv RL prompts", [
+        f"- source: {source}", f"- split by {split_by} (eval fraction {eval_fraction})",
+        f"- written {stats.written}"])
+    return stats
