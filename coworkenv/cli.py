@@ -580,6 +580,37 @@ def export_rl_cmd(
     console.print(f"wrote {st.written} prompts to {out}", highlight=False)
 
 
+train_app = typer.Typer(no_args_is_help=True, help="Train a model (needs the train extra).")
+app.add_typer(train_app, name="train")
+
+
+@train_app.command("sft")
+def train_sft_cmd(
+    model: Annotated[str, typer.Option(help="Hugging Face id or folder, or a .gguf file")],
+    data: Annotated[Path, typer.Option(help="Folder written by `coworkenv export sft`")],
+    out: Annotated[Path, typer.Option(help="Checkpoint folder")],
+    steps: Annotated[int, typer.Option(min=1, help="Optimizer steps")] = 30,
+    learning_rate: Annotated[float, typer.Option(help="Learning rate")] = 5e-5,
+    batch_size: Annotated[int, typer.Option(min=1, help="Per-device batch size")] = 2,
+    max_length: Annotated[int, typer.Option(min=64, help="Tokens per example")] = 2048,
+    lora: Annotated[bool, typer.Option(help="Train LoRA adapters (peft)")] = False,
+) -> None:
+    """Supervised fine-tuning on teacher demonstrations with TRL (assistant-only loss)."""
+    try:
+        import trl  # noqa: F401
+
+        from .training.sft import SFTOptions, train_sft
+    except ImportError as exc:
+        raise _fail(f"train sft needs the train extra: pip install -e '.[train]' ({exc})") from None
+    if not (data / "train.jsonl").exists():
+        raise _fail(f"--data: {data / 'train.jsonl'} not found (run `coworkenv export sft`)")
+    res = train_sft(model, data, out, SFTOptions(steps, learning_rate, batch_size, max_length,
+                                                 lora))
+    losses = res["losses"]
+    console.print(f"trained {len(losses)} steps: loss {losses[0]:.4f} -> {losses[-1]:.4f}; "
+                  f"checkpoint {res['checkpoint']}", highlight=False)
+
+
 @app.command()
 def regrade(
     db: Annotated[Path, typer.Option(help=DB_HELP)],

@@ -1,0 +1,87 @@
+"""SFT on exported teacher demonstrations with TRL's ``SFTTrainer`` (needs the ``train`` extra).
+
+The model may be a Hugging Face id or folder, or a GGUF file: a GGUF is loaded by
+transformers, its quantisation removed, and the dense model saved once next to it (cached),
+since a quantised model can be neither trained nor saved. The chat template is TRL's Qwen3
+template (ChatML tokens, tool calls as ``<tool_call>`` JSON), which TRL recognises for
+assistant-only loss.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class SFTOptions:
+    steps: int = 30
+    learning_rate: float = 5e-5
+    batch_size: int = 2
+    max_length: int = 2048
+    lora: bool = False
+    seed: int = 0
+
+
+def prepare_model(model: str, cache: Path | None = None) -> str:
+    """A folder (or hub id) transformers can train: GGUF files are converted once."""
+    p = Path(model)
+    if p.suffix != ".gguf":
+        return model
+    dest = (cache or p.parent) / f"{p.stem}-hf"
+    if (dest / "config.json").exists():
+        return str(dest)
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    m = AutoModelForCausalLM.from_pretrained(str(p.parent), gguf_file=p.name)
+    if getattr(m, "hf_quantizer", None) is not None:
+        m.hf_quantizer.remove_quantization_config(m)
+    tok = AutoTokenizer.from_pretrained(str(p.parent), gguf_file=p.name)
+    m.save_pretrained(dest)
+    tok.save_pretrained(dest)
+    return str(dest)
+
+
+def _rows(path: Path) -> list[dict[str, Any]]:
+    rows = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    return [{"messages": r["messages"], "tools": r["tools"]} for r in rows]
+
+
+def train_sft(model: str, data: Path, out: Path, options: SFTOptions | None = None) -> dict[str, Any]:
+    """Train; return the log history (losses per step) and where the checkpoint is."""
+    import datasets
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import SFTConfig, SFTTrainer
+    from trl.chat_template_utils import qwen3_instruct_2507_chat_template
+
+    o = options or SFTOptions()
+    path = prepare_model(model)
+    tok = AutoTokenizer.from_pretrained(path)
+    tok.chat_template = qwen3_instruct_2507_chat_template
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    lm = AutoModelForCausalLM.from_pretrained(path)
+    ds = datasets.Dataset.from_list(_rows(data / "train.jsonl"))
+    cfg = SFTConfig(output_dir=str(out), max_steps=o.steps, learning_rate=o.learning_rate,
+                    per_device_train_batch_size=o.batch_size, max_length=o.max_length,
+                    assistant_only_loss=True, logging_steps=1, save_strategy="no",
+                    report_to="none", bf16=False, use_cpu=True, gradient_checkpointing=False,
+                    seed=o.seed)
+    peft_config = None
+    if o.lora:
+        from peft import LoraConfig
+
+        peft_config = LoraConfig(r=16, lora_alpha=32, target_modules="all-linear",
+                                 task_type="CAUSAL_LM")
+    trainer = SFTTrainer(model=lm, args=cfg, train_dataset=ds, processing_class=tok,
+                         peft_config=peft_config)
+    trainer.train()
+    trainer.save_model(str(out))
+    tok.save_pretrained(str(out))
+    losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+    (out / "coworkenv-sft.json").write_text(json.dumps({"model": model, "data": str(data),
+                                                        "options": o.__dict__,
+                                                        "losses": losses}, indent=2))
+    return {"losses": losses, "checkpoint": str(out)}
