@@ -58,9 +58,10 @@ def _toolset(value: str | None) -> list[str] | None:
 
     names = [v.strip() for v in value.split(",") if v.strip()]
     apps = {t.app for t in REGISTRY.values()}
-    bad = [n for n in names if n not in REGISTRY and n not in apps]
+    bad = [n for n in names if n not in REGISTRY and n not in apps and n != "reference"]
     if bad:
-        raise _fail(f"--tools: {bad} are neither tools nor apps ({', '.join(sorted(apps))})")
+        raise _fail(f"--tools: {bad} are neither tools nor apps ({', '.join(sorted(apps))}) "
+                    "nor `reference` (the tools each task's reference solution calls)")
     return names
 
 
@@ -214,7 +215,9 @@ def run(
     max_tokens: Annotated[int, typer.Option(min=16, help="Completion tokens per model call")]
     = 512,
     tools: Annotated[str | None, typer.Option(help="Tools offered to the agent, comma-separated "
-                                              "tool or app names (default: the task's, or all)")]
+                                              "tool or app names, or `reference` (the tools each "
+                                              "task's reference solution calls); default: the "
+                                              "task's, or all")]
     = None,
     only: Annotated[list[str] | None, typer.Option(help="Run only these task ids")] = None,
     max_turns: Annotated[int | None, typer.Option(min=1, help="Cap every task's agent turns")]

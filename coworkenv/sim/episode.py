@@ -27,7 +27,7 @@ from .clock import Clock
 from .errors import Boundary, EpisodeFailure
 from .grading import Grade, GradeWeights, grade
 from .services import ToolService, World
-from .task import Task, resolve_toolset
+from .task import Task, task_toolset
 
 AGENT_ACTIONS = frozenset({"tool_call", "message", "finish"})
 
@@ -205,7 +205,7 @@ class EpisodeKernel:
         self.submit(task.user.person, "agent", "task",
                     {"from": task.user.person, "instruction": task.instruction, "me": me,
                      "start": task.start.isoformat(),
-                     "tools": resolve_toolset(spec.tools or task.tools)}, 0.0)
+                     "tools": task_toolset(task, spec.tools)}, 0.0)
         for i, ev in enumerate(task.timeline):
             self.clock.schedule(ev.at_minutes * 60, _Delivery("world", "world", "timeline",
                                                                {"index": i}), priority=0)

@@ -352,7 +352,7 @@ class Task(Model):
                         problems.append(f"checks[{i}]: unknown tool {name!r}")
         apps = {tl.app for tl in REGISTRY.values()}
         for i, name in enumerate(self.tools or []):
-            if name not in REGISTRY and name not in apps:
+            if name not in REGISTRY and name not in apps and name != REFERENCE_TOOLS:
                 problems.append(f"tools[{i}]: {name!r} is neither a tool nor an app "
                                 f"({', '.join(sorted(apps))})")
         for i, rule in enumerate(self.safety):
@@ -374,12 +374,26 @@ class Task(Model):
         return [self.user, *self.coworkers]
 
 
-def resolve_toolset(names: list[str] | None) -> list[str]:
-    """Tool names for a list of tool and app names (None: every tool)."""
+REFERENCE_TOOLS = "reference"
+"""In a toolset: the tools the task's reference solution calls (a short tool list, for small
+models and short training sequences)."""
+
+
+def resolve_toolset(names: list[str] | None, task: Task | None = None) -> list[str]:
+    """Tool names for a list of tool and app names (None: every tool). ``reference`` stands for
+    the tools ``task``'s reference solution calls."""
     if not names:
         return list(REGISTRY)
     wanted = set(names)
+    if REFERENCE_TOOLS in wanted and task is not None:
+        wanted |= {s.tool for s in task.reference if isinstance(s, ToolStep)}
     return [n for n, tl in REGISTRY.items() if n in wanted or tl.app in wanted]
+
+
+def task_toolset(task: Task, override: list[str] | None = None) -> list[str]:
+    """The tools an episode of ``task`` offers the agent: ``override`` (a run's --tools), else
+    the task's own list, else every tool."""
+    return resolve_toolset(override or task.tools, task)
 
 
 def _check_action(where: str, act: Action, person: Any, problems: list[str]) -> None:

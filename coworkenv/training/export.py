@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..agents.chat import agent_tools, agent_view, opening
-from ..sim.task import Task, resolve_toolset
+from ..sim.task import Task, task_toolset
 from ..store import Reader
 
 SplitBy = Literal["task", "family"]
@@ -120,7 +120,8 @@ def export_sft(db: Path, out: Path, *, run: str | None = None, min_score: float 
 
 
 def export_rl(tasks: list[Task], out: Path, *, split_by: SplitBy = "task",
-              eval_fraction: float = 0.2, source: str = "") -> ExportStats:
+              eval_fraction: float = 0.2, source: str = "",
+              tools: list[str] | None = None) -> ExportStats:
     """The prompts for RL: each task's opening conversation, its tools, and its id (the
     environment rebuilds the episode from the id)."""
     stats = ExportStats(considered=len(tasks))
@@ -131,7 +132,7 @@ def export_rl(tasks: list[Task], out: Path, *, split_by: SplitBy = "task",
                           "start": t.start.isoformat()})
         key = t.id if split_by == "task" else t.family
         rows[_split(key, eval_fraction)].append({
-            "prompt": prompt, "tools": json.dumps(agent_tools(resolve_toolset(t.tools))),
+            "prompt": prompt, "tools": json.dumps(agent_tools(task_toolset(t, tools))),
             "task_id": t.id, "family": t.family, "capabilities": list(t.capabilities)})
     _write(out, rows)
     stats.written = {k: len(v) for k, v in rows.items()}
