@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from dataclasses import dataclass
@@ -43,11 +44,11 @@ def tools(
 DB_HELP = "SQLite file of the event store"
 CAPABILITY_SHORT = {"tool_coordination": "tools", "multi_turn_communication": "multi-turn",
                     "dynamic_workspace_state": "dynamic", "safety_sensitive_handling": "safety"}
-BUS_HELP = "memory (default) or mqtt://[user:pass@]host[:port][/prefix]"
+BUS_HELP = "memory (default) or mqtt://user:pass@host:port/prefix (all but the host optional)"
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:
-    err.print(f"[red]error:[/red] {message}")
+    err.print(f"[red]error:[/red] {escape(message)}")
     return typer.Exit(code)
 
 
@@ -63,6 +64,29 @@ def _toolset(value: str | None) -> list[str] | None:
         raise _fail(f"--tools: {bad} are neither tools nor apps ({', '.join(sorted(apps))}) "
                     "nor `reference` (the tools each task's reference solution calls)")
     return names
+
+
+def _names(value: str | None) -> list[str] | None:
+    """A comma-separated option as a list (None when empty)."""
+    names = [v.strip() for v in (value or "").split(",") if v.strip()]
+    return names or None
+
+
+def _select(tasks: list[Any], only: list[str] | None, families: str | None) -> list[Any]:
+    """Tasks narrowed by --only (ids) and --families; unknown names are an error."""
+    if only:
+        unknown = sorted(set(only) - {t.id for t in tasks})
+        if unknown:
+            raise _fail(f"--only: no task {unknown} among the {len(tasks)} loaded")
+        tasks = [t for t in tasks if t.id in set(only)]
+    fams = _names(families)
+    if fams:
+        unknown = sorted(set(fams) - {t.family for t in tasks})
+        if unknown:
+            raise _fail(f"--families: no task of family {unknown} (families: "
+                        f"{sorted({t.family for t in tasks})})")
+        tasks = [t for t in tasks if t.family in set(fams)]
+    return tasks
 
 
 def _load(paths: list[Path]) -> list[Any]:
@@ -220,6 +244,8 @@ def run(
                                               "task's, or all")]
     = None,
     only: Annotated[list[str] | None, typer.Option(help="Run only these task ids")] = None,
+    families: Annotated[str | None, typer.Option(help="Run only these workflow families, "
+                                                 "comma-separated")] = None,
     max_turns: Annotated[int | None, typer.Option(min=1, help="Cap every task's agent turns")]
     = None,
     trials: Annotated[int, typer.Option(min=1, help="Episodes per task (for pass@k)")] = 1,
@@ -235,12 +261,7 @@ def run(
                                           "write-tool calls (0..1)")] = 0.0,
 ) -> None:
     """Run tasks with an agent; every episode is recorded in the store."""
-    loaded = _load(tasks)
-    if only:
-        unknown = sorted(set(only) - {t.id for t in loaded})
-        if unknown:
-            raise _fail(f"--only: no task {unknown} in {[str(t) for t in tasks]}")
-        loaded = [t for t in loaded if t.id in set(only)]
+    loaded = _select(_load(tasks), only, families)
     if max_turns is not None:
         loaded = [t.model_copy(update={"limits": t.limits.model_copy(update={
             "max_turns": min(t.limits.max_turns, max_turns)})}) for t in loaded]
@@ -354,7 +375,7 @@ def _reader(db: Path) -> Any:
 
 @app.command()
 def worker(
-    bus: Annotated[str, typer.Option(help="mqtt://[user:pass@]host[:port][/prefix] (the same as "
+    bus: Annotated[str, typer.Option(help="mqtt://user:pass@host:port/prefix (the same as "
                                      "the runner's)")],
     agent: Annotated[str, typer.Option(help="oracle | noop | openai:MODEL")] = "oracle",
     base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint")] = None,
@@ -540,6 +561,9 @@ def export_sft_cmd(
     split_by: Annotated[str, typer.Option(help="task | family")] = "task",
     eval_fraction: Annotated[float, typer.Option(help="Share of tasks/families held out")] = 0.2,
     all_roles: Annotated[bool, typer.Option(help="Also student episodes that passed")] = False,
+    held_out: Annotated[str | None, typer.Option(help="Task ids or families (as --split-by) "
+                                                 "to hold out, comma-separated, instead of "
+                                                 "--eval-fraction")] = None,
 ) -> None:
     """Teacher episodes that passed, as SFT conversations with tools (TRL's format)."""
     from .training import export_sft
@@ -548,7 +572,8 @@ def export_sft_cmd(
         raise _fail(f"--split-by: expected task or family, got {split_by!r}")
     _reader(db).close()
     st = export_sft(db, out, run=run_id, min_score=min_score, split_by=split_by,  # type: ignore[arg-type]
-                    eval_fraction=eval_fraction, teachers_only=not all_roles)
+                    eval_fraction=eval_fraction, teachers_only=not all_roles,
+                    held_out=_names(held_out))
     console.print(f"wrote {st.written} rows to {out} ({st.considered} considered, excluded "
                   f"{dict(st.excluded)})", highlight=False)
 
@@ -561,6 +586,10 @@ def export_rl_cmd(
     run_id: Annotated[str | None, typer.Option("--run", help="Run id (with --db)")] = None,
     split_by: Annotated[str, typer.Option(help="task | family")] = "task",
     eval_fraction: Annotated[float, typer.Option(help="Share held out")] = 0.2,
+    tools: Annotated[str | None, typer.Option(help="Tools offered (as for `run --tools`)")]
+    = None,
+    held_out: Annotated[str | None, typer.Option(help="Task ids or families to hold out, "
+                                                 "comma-separated")] = None,
 ) -> None:
     """Task prompts for RL (the opening conversation, tools and task id of each task)."""
     from .sim import Task
@@ -579,7 +608,7 @@ def export_rl_cmd(
             loaded = [Task.model_validate_json(s) for s in r.task_specs(rid).values()]
         source = f"{db}, run {rid}"
     st = export_rl(loaded, out, split_by=split_by, eval_fraction=eval_fraction,  # type: ignore[arg-type]
-                   source=source)
+                   source=source, tools=_toolset(tools), held_out=_names(held_out))
     console.print(f"wrote {st.written} prompts to {out}", highlight=False)
 
 
@@ -599,12 +628,9 @@ def train_sft_cmd(
     lora: Annotated[bool, typer.Option(help="Train LoRA adapters (peft)")] = False,
 ) -> None:
     """Supervised fine-tuning on teacher demonstrations with TRL (assistant-only loss)."""
-    try:
-        import trl  # noqa: F401
+    _train_imports("train sft")
+    from .training.sft import SFTOptions, train_sft
 
-        from .training.sft import SFTOptions, train_sft
-    except ImportError as exc:
-        raise _fail(f"train sft needs the train extra: pip install -e '.[train]' ({exc})") from None
     if not (data / "train.jsonl").exists():
         raise _fail(f"--data: {data / 'train.jsonl'} not found (run `coworkenv export sft`)")
     res = train_sft(model, data, out, SFTOptions(steps, learning_rate, batch_size, max_length,
@@ -612,6 +638,101 @@ def train_sft_cmd(
     losses = res["losses"]
     console.print(f"trained {len(losses)} steps: loss {losses[0]:.4f} -> {losses[-1]:.4f}; "
                   f"checkpoint {res['checkpoint']}", highlight=False)
+
+
+def _train_imports(what: str) -> None:
+    try:
+        import trl  # noqa: F401
+    except ImportError as exc:
+        raise _fail(f"{what} needs the train extra: pip install -e '.[train]' ({exc})") from None
+
+
+@train_app.command("grpo")
+def train_grpo_cmd(
+    model: Annotated[str, typer.Option(help="Hugging Face id or folder (e.g. an SFT "
+                                       "checkpoint), or a .gguf file")],
+    tasks: Annotated[list[Path], typer.Option("--tasks", help="Task files or folders to roll "
+                                              "out (RL prompts)")],
+    out: Annotated[Path, typer.Option(help="Checkpoint folder")],
+    db: Annotated[Path, typer.Option(help="SQLite file the rollout episodes are recorded in")]
+    = Path("runs/coworkenv.db"),
+    only: Annotated[list[str] | None, typer.Option(help="Only these task ids")] = None,
+    families: Annotated[str | None, typer.Option(help="Only these families, comma-separated")]
+    = None,
+    steps: Annotated[int, typer.Option(min=1, help="Optimizer steps")] = 2,
+    learning_rate: Annotated[float, typer.Option(help="Learning rate")] = 1e-6,
+    batch_size: Annotated[int, typer.Option(min=1, help="Rollouts per step (a multiple of "
+                                            "--num-generations)")] = 2,
+    num_generations: Annotated[int, typer.Option(min=2, help="Rollouts per prompt (the GRPO "
+                                                 "group)")] = 2,
+    max_completion_length: Annotated[int, typer.Option(min=16, help="Tokens per rollout "
+                                                       "(model turns and tool results)")] = 256,
+    max_tool_calls: Annotated[int, typer.Option(min=1, help="Tool-calling iterations per "
+                                                "rollout")] = 6,
+    temperature: Annotated[float, typer.Option(help="Sampling temperature")] = 1.0,
+    beta: Annotated[float, typer.Option(help="KL coefficient (0: no reference model)")] = 0.0,
+    reward_weights: Annotated[str, typer.Option(help="Weights of score,completion,safety,"
+                                                "robustness")] = "1,0,0,0",
+    tools: Annotated[str, typer.Option(help="Tools each episode offers: `reference` (those "
+                                       "its reference solution calls), or tool/app names")]
+    = "reference",
+    use_vllm: Annotated[bool, typer.Option(help="Generate with vLLM (GPU hosts)")] = False,
+    vllm_mode: Annotated[str, typer.Option(help="colocate | server")] = "colocate",
+    gpu: Annotated[bool, typer.Option(help="Train on the accelerator (bf16); default CPU")]
+    = False,
+    run_id: Annotated[str | None, typer.Option(help="Run id of the rollout episodes")] = None,
+) -> None:
+    """GRPO with TRL where every rollout is a live, recorded coworkenv episode, rewarded
+    with its grade (score, completion, safety, robustness logged separately)."""
+    _train_imports("train grpo")
+    from .training.grpo import GRPOOptions, train_grpo
+
+    loaded = _select(_load(tasks), only, families)
+    if not loaded:
+        raise _fail("no task left to train on (check --only / --families)")
+    try:
+        weights = tuple(float(x) for x in reward_weights.split(","))
+    except ValueError:
+        weights = ()
+    if len(weights) != 4:
+        raise _fail(f"--reward-weights: expected 4 numbers (score,completion,safety,robustness), "
+                    f"got {reward_weights!r}")
+    if batch_size % num_generations:
+        raise _fail(f"--batch-size ({batch_size}) must be a multiple of --num-generations "
+                    f"({num_generations})")
+    opts = GRPOOptions(steps=steps, learning_rate=learning_rate, batch_size=batch_size,
+                       num_generations=num_generations,
+                       max_completion_length=max_completion_length, max_tool_calls=max_tool_calls,
+                       temperature=temperature, beta=beta,
+                       reward_weights=weights,  # type: ignore[arg-type]
+                       tools=_toolset(tools), use_vllm=use_vllm, vllm_mode=vllm_mode, cpu=not gpu)
+    res = train_grpo(model, loaded, out, db, opts, run_id=run_id)
+    r = res["rewards"]
+    console.print(f"trained {steps} GRPO steps on {len(loaded)} task(s); reward per step: "
+                  + "; ".join(f"{k} {[round(v, 3) for v in vals]}" for k, vals in r.items())
+                  + f"; rollouts: run {res['rollout_run']} in {db}; checkpoint {out}",
+                  highlight=False)
+
+
+@app.command()
+def serve(
+    model: Annotated[str, typer.Option(help="Checkpoint folder or hub id, or a .gguf file")],
+    host: Annotated[str, typer.Option(help="Address to listen on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port")] = 8000,
+    name: Annotated[str | None, typer.Option(help="Model name clients use (default: the "
+                                             "folder's name)")] = None,
+) -> None:
+    """Serve a checkpoint as an OpenAI-compatible chat endpoint (transformers; the chat
+    template and tool-call parser training uses), for `coworkenv run --agent openai:NAME`."""
+    _train_imports("serve")
+    from .training.serve import ChatModel, ChatServer
+
+    m = ChatModel(model, name=name or "")
+    srv = ChatServer(m, host, port)
+    console.print(f"serving {m.name} (checkpoint {m.path}, weights sha256 {m.sha}) at "
+                  f"{srv.base_url}", highlight=False)
+    with contextlib.suppress(KeyboardInterrupt):
+        srv.serve_forever()
 
 
 @app.command()

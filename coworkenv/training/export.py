@@ -32,8 +32,11 @@ class ExportStats:
     excluded: Counter[str] = field(default_factory=Counter)
 
 
-def _split(key: str, eval_fraction: float) -> str:
-    """A stable train/eval assignment of a task id or family."""
+def _split(key: str, eval_fraction: float, held_out: frozenset[str] | None = None) -> str:
+    """A stable train/eval assignment of a task id or family: the named ``held_out`` keys when
+    given, else a hash of the key against ``eval_fraction``."""
+    if held_out is not None:
+        return "eval" if key in held_out else "train"
     return "eval" if (zlib.crc32(key.encode()) % 10_000) / 10_000 < eval_fraction else "train"
 
 
@@ -65,7 +68,7 @@ def _card(out: Path, title: str, lines: list[str]) -> None:
 
 def export_sft(db: Path, out: Path, *, run: str | None = None, min_score: float = 0.75,
                split_by: SplitBy = "task", eval_fraction: float = 0.2,
-               teachers_only: bool = True) -> ExportStats:
+               teachers_only: bool = True, held_out: list[str] | None = None) -> ExportStats:
     """One row per teacher episode that passed (score >= ``min_score``, safety 1.0)."""
     stats = ExportStats()
     rows: dict[str, list[dict[str, Any]]] = {"train": [], "eval": []}
@@ -97,7 +100,7 @@ def export_sft(db: Path, out: Path, *, run: str | None = None, min_score: float 
                 continue
             seen.add(digest)
             key = g["task_id"] if split_by == "task" else g["family"]
-            split = _split(key, eval_fraction)
+            split = _split(key, eval_fraction, frozenset(held_out) if held_out else None)
             rows[split].append({
                 "messages": messages, "tools": json.dumps(_tools_of(events)),
                 "task_id": g["task_id"], "family": g["family"], "episode_id": g["episode_id"],
@@ -108,7 +111,9 @@ def export_sft(db: Path, out: Path, *, run: str | None = None, min_score: float 
         f"- source: `{db}`" + (f", run `{run}`" if run else ", every run"),
         f"- filters: teacher episodes only: {teachers_only}; score >= {min_score}; safety 1.0; "
         "duplicate conversations removed",
-        f"- split by {split_by} (eval fraction {eval_fraction}); no {split_by} is in both",
+        f"- split by {split_by} ("
+        + (f"held out: {', '.join(held_out)}" if held_out else f"eval fraction {eval_fraction}")
+        + f"); no {split_by} is in both",
         f"- considered {stats.considered}; written {stats.written}; excluded "
         f"{dict(stats.excluded)}",
         "- format: TRL conversational with tools: `messages` (system, user, assistant with "
@@ -121,7 +126,7 @@ def export_sft(db: Path, out: Path, *, run: str | None = None, min_score: float 
 
 def export_rl(tasks: list[Task], out: Path, *, split_by: SplitBy = "task",
               eval_fraction: float = 0.2, source: str = "",
-              tools: list[str] | None = None) -> ExportStats:
+              tools: list[str] | None = None, held_out: list[str] | None = None) -> ExportStats:
     """The prompts for RL: each task's opening conversation, its tools, and its id (the
     environment rebuilds the episode from the id)."""
     stats = ExportStats(considered=len(tasks))
@@ -131,12 +136,14 @@ def export_rl(tasks: list[Task], out: Path, *, split_by: SplitBy = "task",
         prompt = opening({"from": t.user.person, "instruction": t.instruction, "me": me,
                           "start": t.start.isoformat()})
         key = t.id if split_by == "task" else t.family
-        rows[_split(key, eval_fraction)].append({
+        rows[_split(key, eval_fraction, frozenset(held_out) if held_out else None)].append({
             "prompt": prompt, "tools": json.dumps(agent_tools(task_toolset(t, tools))),
             "task_id": t.id, "family": t.family, "capabilities": list(t.capabilities)})
     _write(out, rows)
     stats.written = {k: len(v) for k, v in rows.items()}
     _card(out, "coworkenv RL prompts", [
-        f"- source: {source}", f"- split by {split_by} (eval fraction {eval_fraction})",
+        f"- source: {source}", f"- split by {split_by} ("
+        + (f"held out: {', '.join(held_out)}" if held_out else f"eval fraction {eval_fraction}")
+        + ")",
         f"- written {stats.written}"])
     return stats

@@ -13,6 +13,7 @@ small models on CPU or one GPU, not a throughput server (use vLLM for that).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import threading
@@ -63,10 +64,8 @@ def _for_template(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
             for tc in m["tool_calls"]:
                 fn = dict(tc.get("function") or {})
                 if isinstance(fn.get("arguments"), str):
-                    try:
+                    with contextlib.suppress(ValueError):
                         fn["arguments"] = json.loads(fn["arguments"] or "{}")
-                    except ValueError:
-                        pass
                 calls.append({**tc, "function": fn})
             m["tool_calls"] = calls
         out.append(m)
@@ -150,7 +149,7 @@ class ChatServer:
     @property
     def base_url(self) -> str:
         host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}/v1"
+        return f"http://{host!s}:{port}/v1"
 
     def serve_forever(self) -> None:
         self._server.serve_forever()

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# PocketWorker on CPU, end to end, with the offline SmolLM2-135M-Instruct:
+#   teacher run (oracle) -> export sft -> train sft -> train grpo (live episodes as rollouts)
+#   -> serve each checkpoint over HTTP and evaluate it on held-out families -> eval --compare.
+# Every knob is an environment variable (defaults in brackets); the defaults are the run whose
+# numbers are in the README. CI runs a smaller setting of the same script (tests/training).
+set -euo pipefail
+
+CW=${COWORKENV:-coworkenv}
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+WORK=${WORK:-runs/pocketworker}                     # everything this script writes
+TASKS=${TASKS:-$ROOT/examples/tasks}                  # task files or folders
+MODEL=${MODEL:-$ROOT/.cache/models/SmolLM2-135M-Instruct.Q4_1.gguf}  # base model: GGUF, folder or hub id
+HELD_OUT=${HELD_OUT:-doc_sharing,safety}             # families never trained on, evaluated
+TRAIN_FAMILIES=${TRAIN_FAMILIES:-reporting,scheduling,ticket_triage}
+TEACHER_TRIALS=${TEACHER_TRIALS:-4}                  # oracle trials per task (faults vary them)
+SFT_STEPS=${SFT_STEPS:-40}
+SFT_BATCH=${SFT_BATCH:-2}
+SFT_MAX_LENGTH=${SFT_MAX_LENGTH:-1024}
+SFT_LR=${SFT_LR:-1e-4}
+GRPO_STEPS=${GRPO_STEPS:-2}                          # 0 skips GRPO
+GRPO_COMPLETION=${GRPO_COMPLETION:-192}
+EVAL_ONLY=${EVAL_ONLY:-}                              # comma-separated task ids (default: all held out)
+EVAL_MAX_TURNS=${EVAL_MAX_TURNS:-6}
+EVAL_MAX_TOKENS=${EVAL_MAX_TOKENS:-128}
+PORT=${PORT:-8765}
+DB=$WORK/pocketworker.db
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} TOKENIZERS_PARALLELISM=false
+
+mkdir -p "$WORK"
+step() { printf '\n== %s\n' "$*"; }
+
+step "1. teacher run: the oracle on every task, ${TEACHER_TRIALS} trials, transient faults for variety"
+$CW run --tasks "$TASKS" --agent oracle --trials "$TEACHER_TRIALS" --faults 0.15 --tools reference \
+  --db "$DB" --run-id teacher --quiet
+
+step "2. export sft, held out by family: $HELD_OUT"
+$CW export sft --db "$DB" --run teacher --out "$WORK/data/sft" --split-by family --held-out "$HELD_OUT"
+
+step "3. train sft: $SFT_STEPS steps"
+$CW train sft --model "$MODEL" --data "$WORK/data/sft" --out "$WORK/ckpt/sft" --steps "$SFT_STEPS" \
+  --batch-size "$SFT_BATCH" --max-length "$SFT_MAX_LENGTH" --learning-rate "$SFT_LR"
+
+models=("base=$MODEL" "sft=$WORK/ckpt/sft")
+if [ "$GRPO_STEPS" -gt 0 ]; then
+  step "4. train grpo: $GRPO_STEPS steps, rollouts are live episodes of $TRAIN_FAMILIES"
+  $CW train grpo --model "$WORK/ckpt/sft" --tasks "$TASKS" --families "$TRAIN_FAMILIES" \
+    --out "$WORK/ckpt/grpo" --db "$DB" --run-id grpo-rollouts --steps "$GRPO_STEPS" \
+    --batch-size 2 --num-generations 2 --max-completion-length "$GRPO_COMPLETION" --max-tool-calls 4
+  models+=("grpo=$WORK/ckpt/grpo")
+fi
+
+only=()
+if [ -n "$EVAL_ONLY" ]; then
+  IFS=, read -ra ids <<< "$EVAL_ONLY"
+  for id in "${ids[@]}"; do only+=(--only "$id"); done
+fi
+for entry in "${models[@]}"; do
+  name=${entry%%=*}; path=${entry#*=}
+  step "5. evaluate $name ($path) on the held-out families, served over HTTP"
+  $CW serve --model "$path" --port "$PORT" --name "pocketworker-$name" > "$WORK/serve-$name.log" 2>&1 &
+  server=$!
+  for _ in $(seq 1 600); do
+    curl -sf "http://127.0.0.1:$PORT/v1/models" > "$WORK/served-$name.json" && break
+    kill -0 "$server" 2>/dev/null || { cat "$WORK/serve-$name.log"; exit 1; }
+    sleep 1
+  done
+  cat "$WORK/served-$name.json"; echo
+  $CW run --tasks "$TASKS" --families "$HELD_OUT" "${only[@]}" --agent "openai:pocketworker-$name" \
+    --base-url "http://127.0.0.1:$PORT/v1" --tools reference --max-turns "$EVAL_MAX_TURNS" \
+    --max-tokens "$EVAL_MAX_TOKENS" --model-timeout 900 --model-concurrency 1 --concurrency 1 \
+    --db "$DB" --run-id "eval-$name" --quiet || { kill "$server"; exit 1; }
+  kill "$server"; wait "$server" 2>/dev/null || true
+done
+
+step "6. compare"
+$CW eval --db "$DB" --compare eval-base eval-sft --out "$WORK"
+if [ "$GRPO_STEPS" -gt 0 ]; then
+  $CW eval --db "$DB" --compare eval-base eval-grpo --out "$WORK"
+fi
