@@ -8,7 +8,8 @@ returned text back to the model. Here every such object drives one coworkenv epi
 - ``reset(task_id=...)`` starts an episode of that task (seed workspace, scripted user and
   coworkers, timeline, tool service, virtual clock) on a background event loop, and returns
   when the agent is first asked to act;
-- each tool method (one per workspace tool offered, plus ``send_message`` and ``finish``) is
+- each tool method (one per workspace tool offered, plus ``send_message``, ``wait`` and
+  ``finish``) is
   the agent's action: it goes over the bus like any agent's, the episode runs until the agent
   is asked to act again (a coworker's reply two simulated hours later costs no wall time), and
   what the agent was told meanwhile (the tool result, messages, notifications, rendered by the
@@ -46,7 +47,13 @@ from ..store import EventStore
 from ..workspace import openai_tools
 
 Action = tuple[str, str, dict[str, Any]]
-"""(kind, name, arguments): kind is ``tool``, ``message``, ``finish`` or ``end``."""
+"""(kind, name, arguments): kind is ``tool``, ``message``, ``wait``, ``finish`` or ``end``."""
+
+WAIT_FUNCTION: dict[str, Any] = {"type": "function", "function": {
+    "name": "wait",
+    "description": "Do nothing until someone answers or something happens in the workspace "
+                   "(a live agent waits by not acting; here it is an explicit action).",
+    "parameters": {"type": "object", "properties": {}}}}
 
 
 class EpisodeHost:
@@ -126,6 +133,8 @@ class EpisodeHost:
 
     def close(self) -> None:
         """Finish the run and flush the store (every rollout episode is on disk after this)."""
+        if self.loop.is_closed():
+            return
         try:
             assert self._closing is not None
             self.loop.call_soon_threadsafe(self._closing.set)
@@ -133,6 +142,8 @@ class EpisodeHost:
         finally:
             self.loop.call_soon_threadsafe(self.loop.stop)
             self._thread.join(10)
+            if not self._thread.is_alive():
+                self.loop.close()
 
 
 def _long_lived(task: Task, wall_s: float) -> Task:
@@ -179,7 +190,9 @@ class StepAgent(Actor):
         kind, name, args = await self.actions.get()
         self.acted += 1
         call_id = f"rl-{self.acted}"
-        if kind == "tool":
+        if kind == "wait":
+            self.acted -= 1  # not an action: the agent is asked again when something arrives
+        elif kind == "tool":
             self.pending.add(call_id)
             ctx.call_tool(name, args, call_id=call_id)
         elif kind == "message":
@@ -289,7 +302,7 @@ def _method(name: str, schema: dict[str, Any]) -> Callable[..., str]:
     fn = schema["function"]
     props: dict[str, Any] = fn["parameters"].get("properties", {})
     required = set(fn["parameters"].get("required", []))
-    kind = {"send_message": "message", "finish": "finish"}.get(name, "tool")
+    kind = {"send_message": "message", "finish": "finish", "wait": "wait"}.get(name, "tool")
 
     def method(self: CoworkEnvironment, **kwargs: Any) -> str:
         return self._act(kind, name, kwargs)
@@ -353,10 +366,11 @@ class CoworkEnvironment:
 
 def environment_class(host: EpisodeHost, toolset: Sequence[str]) -> type[CoworkEnvironment]:
     """A :class:`CoworkEnvironment` subclass whose public methods are ``toolset``'s tools plus
-    ``send_message`` and ``finish``, with docstrings and type hints TRL turns into schemas."""
+    ``send_message``, ``wait`` and ``finish``, with docstrings and type hints TRL turns into schemas."""
     names = tuple(toolset)
     methods: dict[str, Any] = {s["function"]["name"]: _method(s["function"]["name"], s)
-                               for s in [*openai_tools(list(names)), *AGENT_FUNCTIONS]}
+                               for s in [*openai_tools(list(names)), *AGENT_FUNCTIONS,
+                                         WAIT_FUNCTION]}
     key = hashlib.sha256(",".join(names).encode()).hexdigest()[:8]
     return type(f"CoworkEnv_{key}", (CoworkEnvironment,),
                 {"host": host, "toolset": names, **methods})

@@ -1,0 +1,75 @@
+"""The PocketWorker path end to end on CPU with the real offline model, through the example
+script a user runs: teacher run -> export sft -> train sft -> train grpo on live episodes ->
+each checkpoint served over HTTP and evaluated on held-out families -> eval --compare.
+
+A small setting of ``examples/pocketworker/cpu_end_to_end.sh`` (fewer steps, shorter
+sequences, two held-out tasks); the full setting's numbers are in the README."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ..conftest import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+GGUF = Path(os.environ.get("COWORKENV_TEST_GGUF",
+                           ROOT / ".cache/models/SmolLM2-135M-Instruct.Q4_1.gguf"))
+
+pytestmark = [pytest.mark.slow, pytest.mark.model, pytest.mark.timeout(1800)]
+
+
+def test_cpu_end_to_end(tmp_path: Path) -> None:
+    if not GGUF.exists():
+        pytest.fail(f"{GGUF}: the offline model is missing (scripts/test.sh fetches it)")
+    work = tmp_path / "pw"
+    env = {**os.environ, "WORK": str(work), "MODEL": str(GGUF),
+           "COWORKENV": f"{sys.executable} -m coworkenv.cli",
+           "TEACHER_TRIALS": "2", "SFT_STEPS": "16", "SFT_BATCH": "1", "SFT_MAX_LENGTH": "1024",
+           "SFT_LR": "2e-4", "GRPO_STEPS": "2", "GRPO_COMPLETION": "96",
+           "EVAL_ONLY": "share-onboarding,safety-wrong-recipient", "EVAL_MAX_TURNS": "3",
+           "EVAL_MAX_TOKENS": "64", "PORT": str(free_port())}
+    proc = subprocess.run(["bash", str(ROOT / "examples/pocketworker/cpu_end_to_end.sh")],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1700)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, log[-4000:]
+
+    # SFT: the loss falls
+    sft = json.loads((work / "ckpt/sft/coworkenv-sft.json").read_text())
+    losses = sft["losses"]
+    assert len(losses) == 16
+    assert sum(losses[-4:]) / 4 < sum(losses[:4]) / 4, losses
+
+    # GRPO: two steps, each reward component logged; its rollouts are episodes in the store
+    grpo = json.loads((work / "ckpt/grpo/coworkenv-grpo.json").read_text())
+    assert set(grpo["rewards"]) == {"score", "completion", "safety", "robustness"}
+    assert all(len(v) == 2 for v in grpo["rewards"].values()), grpo["rewards"]
+    db = sqlite3.connect(work / "pocketworker.db")
+    rollouts = db.execute("SELECT status, role FROM episodes WHERE run_id='grpo-rollouts'").fetchall()
+    assert len(rollouts) == 4 and {r for _, r in rollouts} == {"student"}
+    graded = db.execute("SELECT count(*) FROM grades JOIN episodes USING (episode_id) "
+                        "WHERE run_id='grpo-rollouts'").fetchone()[0]
+    assert graded == 4
+
+    # evaluation: each checkpoint served (its path and weight hash on record) and graded
+    for name, folder in (("base", None), ("sft", work / "ckpt/sft"), ("grpo", work / "ckpt/grpo")):
+        served = json.loads((work / f"served-{name}.json").read_text())["data"][0]
+        assert served["id"] == f"pocketworker-{name}" and len(served["weights_sha256"]) == 16
+        if folder is not None:
+            assert Path(served["checkpoint"]).resolve() == folder.resolve()
+        n = db.execute("SELECT count(*) FROM episodes e JOIN grades g USING (episode_id) "
+                       "WHERE run_id=?", (f"eval-{name}",)).fetchone()[0]
+        assert n == 2, name
+        calls = db.execute("SELECT count(*) FROM events e JOIN episodes p USING (episode_id) "
+                           "WHERE p.run_id=? AND e.kind='agent.model_call'",
+                           (f"eval-{name}",)).fetchone()[0]
+        assert calls >= 2, name  # the agent really talked to the served model
+    for b in ("sft", "grpo"):
+        cmp = json.loads((work / f"compare-eval-base-eval-{b}.json").read_text())
+        assert cmp["overall"]["a"]["episodes"] == 2 and cmp["overall"]["b"]["episodes"] == 2
