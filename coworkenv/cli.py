@@ -626,6 +626,8 @@ def train_sft_cmd(
     batch_size: Annotated[int, typer.Option(min=1, help="Per-device batch size")] = 2,
     max_length: Annotated[int, typer.Option(min=64, help="Tokens per example")] = 2048,
     lora: Annotated[bool, typer.Option(help="Train LoRA adapters (peft)")] = False,
+    gpu: Annotated[bool, typer.Option(help="Train on the accelerator (bf16, gradient "
+                                      "checkpointing); default CPU")] = False,
 ) -> None:
     """Supervised fine-tuning on teacher demonstrations with TRL (assistant-only loss)."""
     _train_imports("train sft")
@@ -634,7 +636,7 @@ def train_sft_cmd(
     if not (data / "train.jsonl").exists():
         raise _fail(f"--data: {data / 'train.jsonl'} not found (run `coworkenv export sft`)")
     res = train_sft(model, data, out, SFTOptions(steps, learning_rate, batch_size, max_length,
-                                                 lora))
+                                                 lora, cpu=not gpu))
     losses = res["losses"]
     console.print(f"trained {len(losses)} steps: loss {losses[0]:.4f} -> {losses[-1]:.4f}; "
                   f"checkpoint {res['checkpoint']}", highlight=False)

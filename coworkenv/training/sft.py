@@ -23,6 +23,8 @@ class SFTOptions:
     max_length: int = 2048
     lora: bool = False
     seed: int = 0
+    cpu: bool = True
+    """False: train on the accelerator in bf16."""
 
 
 def prepare_model(model: str, cache: Path | None = None) -> str:
@@ -67,7 +69,8 @@ def train_sft(model: str, data: Path, out: Path, options: SFTOptions | None = No
     cfg = SFTConfig(output_dir=str(out), max_steps=o.steps, learning_rate=o.learning_rate,
                     per_device_train_batch_size=o.batch_size, max_length=o.max_length,
                     assistant_only_loss=True, logging_steps=1, save_strategy="no",
-                    report_to="none", bf16=False, use_cpu=True, gradient_checkpointing=False,
+                    report_to="none", bf16=not o.cpu, use_cpu=o.cpu,
+                    gradient_checkpointing=not o.cpu,
                     seed=o.seed)
     peft_config = None
     if o.lora:
