@@ -6,9 +6,11 @@
     simulator overhead per agent step (bus + tool + store + kernel), measured with a stub
     agent that decides instantly over long episodes.
 (b) Concurrency efficiency: a stub agent that takes 50 ms of real time per decision (then
-    calls a cheap tool), N concurrent episodes in one process; achieved steps/s as a fraction
-    of the ideal N / 0.05 s. Reported pinned to one core and with both cores (the event loop
-    on one, the store's writer thread free to use the other).
+    calls a cheap tool), N concurrent episodes; achieved steps/s as a fraction of the ideal
+    N / 0.05 s. Reported for one process pinned to one core, one process on all cores (the
+    store's writer thread free to use another), the same with the garbage collector left at
+    Python's defaults (what ``RunOptions.tune_gc`` saves), and N episodes spread over one
+    process per core (``coworkenv run --processes``), all on one SQLite file.
 With ``--agent openai --base-url URL --model M``: agent-step latency against a real server,
 split into model time and simulator time.
 
@@ -33,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from coworkenv.agents import agent_factory, scripted_cast
 from coworkenv.bus import Envelope, MemoryBus
-from coworkenv.sim import Actor, ActorContext, RunOptions, Task, builtin_tasks, run_episodes
+from coworkenv.sim import Actor, ActorContext, RunOptions, Task, builtin_tasks, run_episodes, run_in_processes
 from coworkenv.store import EventStore
 
 
@@ -58,13 +60,13 @@ class StubAgent(Actor):
 
 
 async def _run(tasks: list[Task], agent: Any, concurrency: int, trials: int,
-               db: Path) -> tuple[float, list[Any]]:
+               db: Path, tune_gc: bool = True) -> tuple[float, list[Any]]:
     async with MemoryBus("bench") as bus, EventStore(db) as store:
         t0 = time.perf_counter()
         results = await run_episodes(tasks, agent=agent, cast=scripted_cast, bus=bus,
                                      store=store, options=RunOptions(
                                          f"bench-{time.time_ns()}", "bench", trials,
-                                         concurrency))
+                                         concurrency, tune_gc=tune_gc))
         return time.perf_counter() - t0, results
 
 
@@ -87,14 +89,25 @@ def marginal(episodes: int, steps: int, d: Path) -> dict[str, Any]:
             "overhead_per_agent_step_us": wall / decisions * 1e6}
 
 
-def concurrent(n: int, steps: int, think: float, d: Path) -> dict[str, Any]:
+def concurrent(n: int, steps: int, think: float, d: Path, processes: int = 1,
+               tune_gc: bool = True) -> dict[str, Any]:
     task = next(t for t in builtin_tasks() if t.id == "share-onboarding")
-    wall, results = anyio.run(_run, [task], lambda t: StubAgent(steps, think), n, n,
-                              d / "c.db")
+    if processes == 1:
+        wall, results = anyio.run(_run, [task], lambda t: StubAgent(steps, think), n, n,
+                                  d / f"c{time.time_ns()}.db", tune_gc)
+    else:  # the same n episodes at once, spread over processes on one SQLite file
+        t0 = time.perf_counter()
+        results = run_in_processes(
+            [task], processes=processes, db=d / f"c{time.time_ns()}.db",
+            open_bus=lambda: MemoryBus("bench"), agent=lambda t: StubAgent(steps, think),
+            cast=scripted_cast, options=RunOptions(f"bench-{time.time_ns()}", "bench", n,
+                                                   -(-n // processes)))
+        wall = time.perf_counter() - t0
     done = sum(r.turns for r in results)  # tool calls + the finish
     decisions = done  # each turn is preceded by one think
     ideal = n / think
-    return {"concurrent_episodes": n, "decisions": decisions, "wall_s": wall,
+    return {"concurrent_episodes": n, "processes": processes, "decisions": decisions,
+            "wall_s": wall,
             "achieved_steps_per_s": decisions / wall, "ideal_steps_per_s": ideal,
             "efficiency": decisions / wall / ideal}
 
@@ -151,7 +164,7 @@ def main() -> None:
         if cores:
             os.sched_setaffinity(0, {min(cores)} if one else cores)
 
-    a_runs, m_runs, b1_runs, b2_runs = [], [], [], []
+    a_runs, m_runs, b1_runs, b2_runs, bg_runs, bp_runs = [], [], [], [], [], []
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(args.repeats):  # interleaved, so noise hits every variant alike
             d = Path(tmp) / str(i)
@@ -162,6 +175,9 @@ def main() -> None:
             b1_runs.append(concurrent(args.episodes, args.steps, args.think, d))
             pin(False)
             b2_runs.append(concurrent(args.episodes, args.steps, args.think, d))
+            bg_runs.append(concurrent(args.episodes, args.steps, args.think, d, tune_gc=False))
+            bp_runs.append(concurrent(args.episodes, args.steps, args.think, d,
+                                      processes=max(1, len(cores))))
 
     def med(runs: list[dict[str, Any]]) -> dict[str, Any]:
         return {k: round(statistics.median(r[k] for r in runs), 3) for k in runs[0]}
@@ -169,7 +185,10 @@ def main() -> None:
     print(json.dumps({"repeats": args.repeats, "scripted_one_core": med(a_runs),
                       "marginal_step_one_core": med(m_runs),
                       "stub_agent_50ms_one_core": med(b1_runs),
-                      "stub_agent_50ms_all_cores": med(b2_runs), "cores": len(cores)}, indent=2))
+                      "stub_agent_50ms_all_cores": med(b2_runs),
+                      "stub_agent_50ms_all_cores_default_gc": med(bg_runs),
+                      "stub_agent_50ms_process_per_core": med(bp_runs),
+                      "cores": len(cores)}, indent=2))
 
 
 if __name__ == "__main__":

@@ -114,13 +114,13 @@ class ModelOptions:
 def _execute(tasks: list[Any], *, agent: str, db: Path, bus_url: str, trials: int,
              concurrency: int, clock: str, run_id: str | None, resume: bool,
              quiet: bool = False, faults: float = 0.0,
-             models: ModelOptions | None = None) -> tuple[str, list[Any]]:
+             models: ModelOptions | None = None, processes: int = 1) -> tuple[str, list[Any]]:
     import anyio
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from .agents import agent_factory, cast_factory, parse_agent
     from .bus import BusError, open_bus
-    from .sim import RunOptions, new_run_id, run_episodes
+    from .sim import ProcessFailedError, RunOptions, new_run_id, run_episodes, run_in_processes
     from .store import EventStore, Reader
 
     mo = models or ModelOptions()
@@ -135,6 +135,9 @@ def _execute(tasks: list[Any], *, agent: str, db: Path, bus_url: str, trials: in
         bus = open_bus(bus_url)
     except (ValueError, BusError) as exc:
         raise _fail(str(exc)) from None
+    if processes > 1 and spec.kind == "remote":
+        raise _fail("--processes: remote agents already run in their own worker processes; "
+                    "use --processes 1 with --agent remote")
     if resume and run_id is None:
         if not db.exists():
             raise _fail(f"--resume: {db} does not exist; nothing to resume")
@@ -151,9 +154,25 @@ def _execute(tasks: list[Any], *, agent: str, db: Path, bus_url: str, trials: in
                       FaultPlan(rate=faults) if faults else None, tools=mo.tools)
     total = len(tasks) * trials
 
+    def progress() -> Any:
+        return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                        TimeElapsedColumn(), console=err, disable=quiet, transient=False)
+
+    if processes > 1:
+        with progress() as bar:
+            job = bar.add_task(f"{rid} ({agent}, {processes} processes)", total=total)
+            try:
+                return rid, run_in_processes(
+                    tasks, processes=processes, db=db, open_bus=lambda: open_bus(bus_url),
+                    agent=make_agent, cast=make_cast, options=opts,
+                    on_done=lambda r: bar.advance(job))
+            except BusError as exc:
+                raise _fail(f"--bus {bus_url}: {exc}", 1) from None
+            except ProcessFailedError as exc:
+                raise _fail(f"{exc} (run id {rid})", 1) from None
+
     async def go() -> list[Any]:
-        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                      TimeElapsedColumn(), console=err, disable=quiet, transient=False) as bar:
+        with progress() as bar:
             job = bar.add_task(f"{rid} ({agent})", total=total)
             async with bus, EventStore(db) as store:
                 if spec.kind != "remote":
@@ -249,7 +268,11 @@ def run(
     max_turns: Annotated[int | None, typer.Option(min=1, help="Cap every task's agent turns")]
     = None,
     trials: Annotated[int, typer.Option(min=1, help="Episodes per task (for pass@k)")] = 1,
-    concurrency: Annotated[int, typer.Option(min=1, help="Episodes at once")] = 64,
+    concurrency: Annotated[int, typer.Option(min=1, help="Episodes at once (per process)")] = 64,
+    processes: Annotated[int, typer.Option(min=1, help="OS processes sharing the episodes, each "
+                                           "with its own event loop, bus connection and store "
+                                           "writer on the same --db (for fast agents, where one "
+                                           "event loop is the bottleneck)")] = 1,
     db: Annotated[Path, typer.Option(help=DB_HELP)] = Path("runs/coworkenv.db"),
     bus: Annotated[str, typer.Option(help=BUS_HELP)] = "memory",
     clock: Annotated[str, typer.Option(help="virtual (default) or wall")] = "virtual",
@@ -270,7 +293,8 @@ def run(
                             quiet=quiet, faults=faults,
                             models=ModelOptions(base_url, api_key_env, cast, cast_model,
                                                 cast_base_url, model_timeout, model_concurrency,
-                                                max_tokens, _toolset(tools)))
+                                                max_tokens, _toolset(tools)),
+                            processes=processes)
     if not quiet:
         _table(results, loaded, f"{rid} -> {db}")
     done = [r for r in results if r.status == "completed"]

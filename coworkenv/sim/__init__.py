@@ -6,13 +6,25 @@ from .clock import Clock, VirtualClock, WallClock, make_clock
 from .episode import EpisodeKernel, EpisodeResult, EpisodeSpec, events_hash
 from .errors import EpisodeFailure, RunConfigError, SimError, TaskFileError
 from .loader import builtin_tasks, load_task_file, load_tasks, parse_task
-from .runner import RunOptions, episode_seed, new_run_id, run_episodes
+from .runner import (
+                     ProcessFailedError,
+                     RunOptions,
+                     default_processes,
+                     episode_seed,
+                     new_run_id,
+                     plan_run,
+                     run_episodes,
+                     run_in_processes,
+                     run_jobs,
+)
 from .task import Capability, CastMember, Fact, Task
 
 __all__ = [
     "Actor", "ActorContext", "Capability", "CastMember", "CheckResult", "Clock", "EpisodeFailure",
-    "EpisodeKernel", "EpisodeResult", "EpisodeSpec", "Fact", "RunConfigError", "RunOptions",
+    "EpisodeKernel", "EpisodeResult", "EpisodeSpec", "Fact", "ProcessFailedError",
+    "RunConfigError", "RunOptions",
     "SimError", "Task", "TaskFileError", "VirtualClock", "WallClock", "builtin_tasks",
-    "episode_seed", "evaluate_checks", "events_hash", "load_task_file", "load_tasks",
-    "make_clock", "new_run_id", "parse_task", "projection_db", "run_episodes",
+    "default_processes", "episode_seed", "evaluate_checks", "events_hash", "load_task_file", "load_tasks",
+    "make_clock", "new_run_id", "parse_task", "plan_run", "projection_db", "run_episodes",
+    "run_in_processes", "run_jobs",
 ]

@@ -259,7 +259,8 @@ class EpisodeKernel:
             return
         if d.to not in self.actors:
             return
-        env = Envelope(
+        # every field is the kernel's own and already typed: construct without validation
+        env = Envelope.model_construct(
             id=f"{self.spec.episode_id}#{seq}", run=self.spec.run_id,
             episode=self.spec.episode_id,
             topic=self.bus.topic(self.spec.run_id, self.spec.episode_id, d.to),

@@ -1,11 +1,20 @@
-"""Running many episodes concurrently in one process, sharing one store writer and one bus."""
+"""Running many episodes concurrently: in one process, sharing one store writer and one bus,
+or spread over several processes (``processes``), each with its own event loop, bus
+connection and writer on the same SQLite file."""
 
 from __future__ import annotations
 
+import gc
+import multiprocessing
+import os
 import time
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from multiprocessing.connection import Connection, wait
+from pathlib import Path
+from typing import Any
 
 import anyio
 
@@ -19,6 +28,8 @@ from .grading import GradeWeights
 from .task import FaultPlan, Task
 
 CastFactory = Callable[[Task], dict[str, Actor]]
+Job = tuple[Task, int, int]
+"""One (task, trial) to run, with the attempt number it starts at."""
 
 
 def episode_seed(task_id: str, trial: int) -> int:
@@ -35,6 +46,7 @@ class RunOptions:
     agent_name: str
     trials: int = 1
     concurrency: int = 64
+    """Episodes at once, per process."""
     clock: str = "virtual"
     role: str = "student"
     resume: bool = False
@@ -45,17 +57,34 @@ class RunOptions:
     """Tools offered to the agent (tool or app names), for every task."""
     max_attempts: int = 3
     """Runs of one (task, trial) when a failure says it may be retried (a lost worker)."""
+    tune_gc: bool = True
+    """While episodes run, freeze what already exists and collect young objects rarely: the
+    cyclic collector otherwise re-scans every live episode's events and costs about as much
+    as the simulation itself (see bench/episodes.py)."""
 
 
-async def run_episodes(tasks: Sequence[Task], *, agent: Callable[[Task], Actor],
-                       cast: CastFactory, bus: Bus, store: EventStore, options: RunOptions,
-                       on_done: Callable[[EpisodeResult], None] | None = None,
-                       ) -> list[EpisodeResult]:
-    """Run every (task, trial) not yet recorded in this run; return the results of this call.
+@contextmanager
+def tuned_gc(enabled: bool = True) -> Iterator[None]:
+    """Fewer, cheaper garbage collections for the duration of a run; restored afterwards."""
+    if not enabled:
+        yield
+        return
+    old = gc.get_threshold()
+    gc.freeze()  # objects from before the run (modules, tasks, seeds) are never scanned again
+    gc.set_threshold(max(old[0], 50_000), max(old[1], 20), max(old[2], 100))
+    try:
+        yield
+    finally:
+        gc.set_threshold(*old)
+        gc.unfreeze()
 
-    A failure inside one episode is recorded on that episode and never stops the others.
+
+async def plan_run(tasks: Sequence[Task], store: EventStore, options: RunOptions) -> list[Job]:
+    """Record the run and its task specs; return every (task, trial) not yet completed.
+
+    With ``options.resume``, episodes a crash left running are marked aborted first and the
+    completed ones are skipped, so every (task, trial) ends up completed exactly once.
     """
-    todo: list[tuple[Task, int, int]] = []
     done: set[tuple[str, int]] = set()
     attempts: dict[tuple[str, int], int] = {}
     if options.resume:
@@ -73,12 +102,17 @@ async def run_episodes(tasks: Sequence[Task], *, agent: Callable[[Task], Actor],
                             "faults": options.faults.model_dump() if options.faults else None})
     await store.save_tasks(options.run_id, [(t.id, t.family, list(t.capabilities),
                                              t.model_dump_json()) for t in tasks])
-    for k in range(options.trials):
-        for t in tasks:
-            if (t.id, k) not in done:
-                todo.append((t, k, attempts.get((t.id, k), 0)))
+    return [(t, k, attempts.get((t.id, k), 0))
+            for k in range(options.trials) for t in tasks if (t.id, k) not in done]
+
+
+async def run_jobs(jobs: Sequence[Job], *, agent: Callable[[Task], Actor], cast: CastFactory,
+                   bus: Bus, store: EventStore, options: RunOptions,
+                   on_done: Callable[[EpisodeResult], None] | None = None,
+                   ) -> list[EpisodeResult]:
+    """Run the given (task, trial, attempt) jobs, ``options.concurrency`` at a time."""
     results: list[EpisodeResult] = []
-    queue = iter(todo)
+    queue = iter(jobs)
 
     async def worker() -> None:
         for task, trial, first_attempt in queue:  # workers share one iterator
@@ -106,12 +140,147 @@ async def run_episodes(tasks: Sequence[Task], *, agent: Callable[[Task], Actor],
         except Exception as exc:  # setup failed: record it on this episode alone
             return await _setup_failure(store, spec, exc)
 
-    async with anyio.create_task_group() as tg:
-        for i in range(max(1, min(options.concurrency, len(todo)))):
-            tg.start_soon(worker, name=f"episode-worker-{i}")
+    with tuned_gc(options.tune_gc):
+        async with anyio.create_task_group() as tg:
+            for i in range(max(1, min(options.concurrency, len(jobs)))):
+                tg.start_soon(worker, name=f"episode-worker-{i}")
+    return results
+
+
+async def run_episodes(tasks: Sequence[Task], *, agent: Callable[[Task], Actor],
+                       cast: CastFactory, bus: Bus, store: EventStore, options: RunOptions,
+                       on_done: Callable[[EpisodeResult], None] | None = None,
+                       ) -> list[EpisodeResult]:
+    """Run every (task, trial) not yet recorded in this run; return the results of this call.
+
+    A failure inside one episode is recorded on that episode and never stops the others.
+    """
+    jobs = await plan_run(tasks, store, options)
+    results = await run_jobs(jobs, agent=agent, cast=cast, bus=bus, store=store,
+                             options=options, on_done=on_done)
     await store.finish_run(options.run_id)
     await store.flush()
     return results
+
+
+class ProcessFailedError(RuntimeError):
+    """A worker process of a multi-process run died; ``--resume`` completes its episodes."""
+
+
+def run_in_processes(tasks: Sequence[Task], *, processes: int, db: str | Path,
+                     open_bus: Callable[[], Bus], agent: Callable[[Task], Actor],
+                     cast: CastFactory, options: RunOptions,
+                     on_done: Callable[[EpisodeResult], None] | None = None,
+                     ) -> list[EpisodeResult]:
+    """Run a whole run over ``processes`` OS processes (synchronous; call it outside any event
+    loop). Each process runs a fixed share of the jobs with its own event loop, bus (from
+    ``open_bus``) and store writer, all on the one SQLite file ``db`` (WAL; each writer
+    commits whole batches). Use it when one event loop is the bottleneck: many concurrent
+    episodes with a fast agent. The run is planned once (resume included) before the
+    processes start, and marked finished once all have ended; episode results and event
+    sequences are the same as in one process. Needs the ``fork`` start method (POSIX): the
+    factories are inherited, not pickled.
+    """
+    if processes < 1:
+        raise ValueError(f"processes: expected at least 1, got {processes}")
+
+    async def plan() -> list[Job]:
+        async with EventStore(db) as store:
+            jobs = await plan_run(tasks, store, options)
+            await store.flush()
+            return jobs
+
+    jobs = anyio.run(plan)
+    shards = [jobs[i::processes] for i in range(processes)]
+    ctx = multiprocessing.get_context("fork")
+
+    def child(shard: list[Job], conn: Connection) -> None:
+        async def go() -> None:
+            async with open_bus() as bus, EventStore(db) as store:
+                await run_jobs(shard, agent=agent, cast=cast, bus=bus, store=store,
+                               options=options, on_done=conn.send)
+                await store.flush()
+        anyio.run(go)
+        conn.close()
+
+    # children first, while this process holds no event loop, thread or open connection;
+    # each reports its results on its own pipe, so a killed one cannot block the others
+    procs: list[Any] = []
+    readers: dict[Connection, Any] = {}
+    for i, shard in enumerate(shards[1:], start=1):
+        if shard:
+            r, w = ctx.Pipe(duplex=False)
+            p = ctx.Process(target=child, args=(shard, w), name=f"coworkenv-shard-{i}",
+                            daemon=True)
+            p.start()
+            w.close()
+            procs.append(p)
+            readers[r] = p
+    results: list[EpisodeResult] = []
+    expected = len(jobs) - len(shards[0])
+    got = 0
+
+    def drain() -> None:
+        """Take every result that has arrived, without blocking."""
+        nonlocal got
+        while readers:
+            ready = wait(list(readers), timeout=0)
+            if not ready:
+                return
+            for r in ready:
+                assert isinstance(r, Connection)
+                try:
+                    res = r.recv()
+                except (EOFError, OSError):  # finished, or killed (possibly mid-message)
+                    del readers[r]
+                    r.close()
+                    continue
+                got += 1
+                results.append(res)
+                if on_done is not None:
+                    on_done(res)
+
+    async def own() -> None:
+        children_done = anyio.Event()
+
+        async def pump() -> None:
+            while readers:
+                drain()
+                await anyio.sleep(0.05)
+            children_done.set()
+
+        async with open_bus() as bus, EventStore(db) as store:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(pump)
+                results.extend(await run_jobs(shards[0], agent=agent, cast=cast, bus=bus,
+                                              store=store, options=options, on_done=on_done))
+                await children_done.wait()
+            for p in procs:
+                p.join()
+            if got == expected and all(p.exitcode == 0 for p in procs):
+                await store.finish_run(options.run_id)
+            await store.flush()
+
+    try:
+        anyio.run(own)
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+            p.join()
+    dead = [p for p in procs if p.exitcode != 0]
+    if dead or got < expected:
+        names = ", ".join(f"{p.name} (exit code {p.exitcode})" for p in dead) or "none"
+        raise ProcessFailedError(
+            f"{expected - got} of {len(jobs)} episodes did not report back; processes that "
+            f"failed: {names}. Run again with --resume to complete them.")
+    return results
+
+
+def default_processes() -> int:
+    """The CPUs this process may use."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
+        os.cpu_count() or 1)
 
 
 async def _setup_failure(store: EventStore, spec: EpisodeSpec, exc: Exception) -> EpisodeResult:

@@ -282,7 +282,9 @@ def _write_batch(db: sqlite3.Connection, writes: list[tuple[str, Any]]) -> int:
     n = 0
     sql_run: str | None = None
     rows: list[Any] = []
-    db.execute("BEGIN")
+    # IMMEDIATE: take the write lock up front, so that writers in other processes sharing
+    # the file queue on busy_timeout instead of failing on a stale read snapshot
+    db.execute("BEGIN IMMEDIATE")
     try:
         for kind, (sql, data) in writes:
             if sql != sql_run and sql_run is not None:

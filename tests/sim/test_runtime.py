@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import sqlite3
@@ -14,17 +15,19 @@ from typing import Any
 import anyio
 import pytest
 
-from coworkenv.agents import scripted_cast
+from coworkenv.agents import agent_factory, scripted_cast
 from coworkenv.bus import Envelope, MemoryBus, MqttBus, new_id
 from coworkenv.sim import (
     Actor,
     ActorContext,
     EpisodeKernel,
     EpisodeSpec,
+    RunOptions,
     VirtualClock,
     builtin_tasks,
     events_hash,
     parse_task,
+    run_in_processes,
 )
 from coworkenv.store import Reader
 from coworkenv.workspace import replay_events
@@ -246,3 +249,86 @@ def test_sigkill_then_resume_records_every_episode_once(tmp_path: Path) -> None:
     with Reader(db) as r:
         done = r.episodes("R", status="completed")
         assert all(e.completion == 1.0 for e in done)
+
+
+def test_processes_give_the_same_episodes_recorded_once(tmp_path: Path) -> None:
+    """Spreading a run over processes changes nothing but speed: the same hashes as one
+    process, every (task, trial) once, on one SQLite file, and the run marked finished."""
+    tasks = builtin_tasks()
+    one = run_sync(tasks, tmp_path / "one.db", trials=4)
+    db = tmp_path / "many.db"
+    many = run_in_processes(tasks, processes=3, db=db, open_bus=lambda: MemoryBus("t"),
+                            agent=agent_factory("oracle"), cast=scripted_cast,
+                            options=RunOptions("r1", "oracle", 4, 8))
+
+    def key(rs: list[Any]) -> dict[tuple[str, int], tuple[str, str]]:
+        return {(r.task_id, r.trial): (r.events_hash, r.state_hash) for r in rs}
+
+    assert len(many) == len(tasks) * 4
+    assert key(many) == key(one)
+    with sqlite3.connect(db) as c:
+        rows = c.execute("SELECT task_id, trial, count(*) FROM episodes WHERE status='completed' "
+                         "GROUP BY 1, 2").fetchall()
+        status = c.execute("SELECT status FROM runs WHERE run_id='r1'").fetchone()[0]
+        whole = c.execute("SELECT count(*) FROM episodes e WHERE event_count != (SELECT "
+                          "count(*) FROM events v WHERE v.episode_id = e.episode_id)").fetchone()[0]
+    assert len(rows) == len(tasks) * 4 and all(n == 1 for *_, n in rows)
+    assert status == "finished" and whole == 0
+
+
+def test_tuned_gc_is_restored_after_a_run(tmp_path: Path) -> None:
+    before = gc.get_threshold()
+    run_sync(builtin_tasks()[:2], tmp_path / "gc.db")
+    assert gc.get_threshold() == before
+    assert gc.get_freeze_count() == 0
+
+
+def _children(pid: int) -> list[int]:
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(x) for x in path.read_text().split()] if path.exists() else []
+
+
+def test_killed_process_is_reported_and_resume_completes_its_episodes(tmp_path: Path) -> None:
+    db = tmp_path / "procs.db"
+    trials = 100
+    args = [*CLI, "run", "--tasks", "examples/tasks", "--trials", str(trials), "--concurrency",
+            "2", "--processes", "2", "--db", str(db), "--run-id", "P", "--quiet"]
+    proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    deadline = time.monotonic() + 60
+    children: list[int] = []
+    while time.monotonic() < deadline and not children:
+        time.sleep(0.1)
+        children = _children(proc.pid)
+    assert children, "the run started no worker process"
+    while time.monotonic() < deadline:  # let both processes record some episodes
+        time.sleep(0.05)
+        try:
+            with sqlite3.connect(db) as c:
+                n = c.execute("SELECT count(*) FROM episodes WHERE status='completed'"
+                              ).fetchone()[0]
+        except sqlite3.Error:
+            continue
+        if n >= 40:
+            break
+    assert proc.poll() is None, "the run finished before its worker could be killed"
+    os.kill(children[0], signal.SIGKILL)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1
+    assert "coworkenv-shard-1 (exit code -9)" in err and "--resume" in err, err
+    assert "Traceback" not in err
+    with sqlite3.connect(db) as c:
+        before = c.execute("SELECT count(*) FROM episodes WHERE status='completed'").fetchone()[0]
+        run_status = c.execute("SELECT status FROM runs WHERE run_id='P'").fetchone()[0]
+    assert 0 < before < len(builtin_tasks()) * trials
+    assert run_status == "running"  # not marked finished with episodes missing
+    subprocess.run([*args[:-1], "--resume"], cwd=ROOT, check=True, capture_output=True)
+    with sqlite3.connect(db) as c:
+        rows = c.execute("SELECT task_id, trial, count(*) FROM episodes "
+                         "WHERE run_id='P' AND status='completed' GROUP BY 1, 2").fetchall()
+        statuses = dict(c.execute("SELECT status, count(*) FROM episodes GROUP BY 1").fetchall())
+        run_status = c.execute("SELECT status FROM runs WHERE run_id='P'").fetchone()[0]
+    assert len(rows) == len(builtin_tasks()) * trials
+    assert all(n == 1 for *_, n in rows)
+    assert set(statuses) <= {"completed", "aborted"}
+    assert run_status == "finished"
