@@ -3,7 +3,8 @@
 What the agent under training sees is rendered from envelopes (live) or from the events that
 recorded them (replay, export) by the same functions, so a trajectory replayed from the log is
 exactly the conversation the model had. Actions that are not workspace tools are offered as
-two more functions: ``send_message`` (to the user or a coworker) and ``finish``.
+three more functions: ``send_message`` (to the user or a coworker), ``wait`` (do nothing until
+someone answers or something happens; recorded as an ``agent.wait`` event) and ``finish``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,11 @@ AGENT_FUNCTIONS: list[dict[str, Any]] = [
                        "properties": {"to": {"type": "string", "description": "Person id"},
                                       "text": {"type": "string"}}}}},
     {"type": "function", "function": {
+        "name": "wait",
+        "description": "Wait until someone answers or something happens in the workspace; "
+                       "you are called again then. Use it after asking someone a question.",
+        "parameters": {"type": "object", "additionalProperties": False, "properties": {}}}},
+    {"type": "function", "function": {
         "name": "finish",
         "description": "Say you are done with the task (ends the episode).",
         "parameters": {"type": "object", "additionalProperties": False,
@@ -30,9 +36,13 @@ AGENT_FUNCTIONS: list[dict[str, Any]] = [
 ]
 
 
+WAIT_RESULT = json.dumps({"ok": True, "waiting": True})
+"""What a ``wait`` call returns at once; what arrives later follows as its own messages."""
+
+
 def agent_tools(names: list[str] | None = None) -> list[dict[str, Any]]:
     """The functions the agent may call: the workspace tools (all, or the named ones),
-    send_message and finish."""
+    send_message, wait and finish."""
     return [*openai_tools(names), *AGENT_FUNCTIONS]
 
 
@@ -93,6 +103,8 @@ def render_action(kind: str, payload: Mapping[str, Any], call_id: str) -> dict[s
         name, args = str(payload.get("tool")), payload.get("arguments") or {}
     elif kind == "message":
         name, args = "send_message", {"to": payload.get("to"), "text": payload.get("text")}
+    elif kind == "agent.wait":
+        name, args = "wait", {}
     else:
         name, args = "finish", {"summary": payload.get("summary", "")}
     return {"role": "assistant", "content": "", "tool_calls": [{
@@ -123,13 +135,15 @@ def agent_view(events: Iterable[Any]) -> list[dict[str, Any]]:
         p = e.payload
         if e.kind == "task" and p.get("to") == "agent":
             messages.extend(opening(p))
-        elif e.actor == "agent" and e.kind in ("tool_call", "message", "finish"):
+        elif e.actor == "agent" and e.kind in ("tool_call", "message", "finish", "agent.wait"):
             n += 1
             call_id = str(p.get("call_id") or f"agent-msg-{n}")
             messages.append(render_action(e.kind, p, call_id))
             if e.kind == "message":  # a direct message is delivered at once
                 messages.append({"role": "tool", "tool_call_id": call_id,
                                  "content": json.dumps({"ok": True, "sent": True})})
+            elif e.kind == "agent.wait":
+                messages.append({"role": "tool", "tool_call_id": call_id, "content": WAIT_RESULT})
         elif p.get("to") == "agent" and not e.kind.startswith("ws."):
             msg = render_incoming(e.kind, p)
             if msg is not None:

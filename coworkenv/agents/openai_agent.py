@@ -24,7 +24,7 @@ from ..bus import Envelope
 from ..sim.actor import Actor, ActorContext
 from ..sim.errors import EpisodeFailure
 from ..workspace import REGISTRY
-from .chat import agent_tools, assistant_message, opening, render_incoming
+from .chat import WAIT_RESULT, agent_tools, assistant_message, opening, render_incoming
 
 
 def _http_client(max_connections: int) -> Any:
@@ -210,6 +210,10 @@ class OpenAIAgent(Actor):
             return False
         if name == "finish":
             ctx.finish(str(args.get("summary", "")), call_id=tc.id)
+            return True
+        if name == "wait":  # no action: the model is called again when something arrives
+            ctx.record("agent.wait", {"call_id": tc.id})
+            self.messages.append({"role": "tool", "tool_call_id": tc.id, "content": WAIT_RESULT})
             return True
         if name == "send_message":
             to, text = args.get("to"), args.get("text")

@@ -29,6 +29,7 @@ class OracleAgent(Actor):
     results: dict[str, Any] = field(default_factory=dict)
     waiting: dict[str, Any] | None = None
     started: bool = False
+    waits: int = 0
     inbox: list[Envelope] = field(default_factory=list)
     """Messages and notifications not yet waited for (replies may come in any order)."""
 
@@ -40,6 +41,8 @@ class OracleAgent(Actor):
         if self.waiting is None or not self._satisfies(envelope, ctx):
             if envelope.kind in ("message", "notify"):
                 self.inbox.append(envelope)
+                if self.waiting is not None and "call_id" not in self.waiting:
+                    self._wait(ctx)  # asked again by what arrived, it goes on waiting
             return
         if envelope.kind == "tool_result":
             step = self.steps[self.pc - 1]
@@ -70,6 +73,12 @@ class OracleAgent(Actor):
             return env.kind == "notify" and p.get("notification") == w["notification"]
         return False
 
+    def _wait(self, ctx: ActorContext) -> None:
+        """Say that it waits, as a model-backed agent does with its ``wait`` function, so
+        that the demonstration shows the decision (the log's ``agent.wait`` events)."""
+        self.waits += 1
+        ctx.record("agent.wait", {"call_id": f"agent-wait-{self.waits}"})
+
     def _advance(self, ctx: ActorContext) -> None:
         while self.pc < len(self.steps):
             step = self.steps[self.pc]
@@ -90,6 +99,7 @@ class OracleAgent(Actor):
                     self.waiting = {"notification": step.notification}
                 early = next((e for e in self.inbox if self._satisfies(e, ctx)), None)
                 if early is None:
+                    self._wait(ctx)
                     return
                 self.inbox.remove(early)  # it already came: go on
                 self.waiting = None

@@ -7,6 +7,7 @@ from __future__ import annotations
 import gc
 import multiprocessing
 import os
+import threading
 import time
 import zlib
 from collections.abc import Callable, Iterator, Sequence
@@ -219,15 +220,13 @@ def run_in_processes(tasks: Sequence[Task], *, processes: int, db: str | Path,
     results: list[EpisodeResult] = []
     expected = len(jobs) - len(shards[0])
     got = 0
+    lock = threading.Lock()
 
-    def drain() -> None:
-        """Take every result that has arrived, without blocking."""
+    def read() -> None:
+        """Take results as they arrive (a thread: a child whose pipe is full would wait)."""
         nonlocal got
         while readers:
-            ready = wait(list(readers), timeout=0)
-            if not ready:
-                return
-            for r in ready:
+            for r in wait(list(readers), timeout=0.5):
                 assert isinstance(r, Connection)
                 try:
                     res = r.recv()
@@ -235,28 +234,29 @@ def run_in_processes(tasks: Sequence[Task], *, processes: int, db: str | Path,
                     del readers[r]
                     r.close()
                     continue
-                got += 1
-                results.append(res)
-                if on_done is not None:
-                    on_done(res)
+                with lock:
+                    got += 1
+                    results.append(res)
+                    if on_done is not None:
+                        on_done(res)
+
+    def done_here(res: EpisodeResult) -> None:
+        with lock:
+            if on_done is not None:
+                on_done(res)
+
+    reader = threading.Thread(target=read, name="coworkenv-shard-results", daemon=True)
+    reader.start()
 
     async def own() -> None:
-        children_done = anyio.Event()
-
-        async def pump() -> None:
-            while readers:
-                drain()
-                await anyio.sleep(0.05)
-            children_done.set()
-
         async with open_bus() as bus, EventStore(db) as store:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(pump)
-                results.extend(await run_jobs(shards[0], agent=agent, cast=cast, bus=bus,
-                                              store=store, options=options, on_done=on_done))
-                await children_done.wait()
+            mine = await run_jobs(shards[0], agent=agent, cast=cast, bus=bus, store=store,
+                                  options=options, on_done=done_here)
+            with lock:
+                results.extend(mine)
+            await anyio.to_thread.run_sync(reader.join)
             for p in procs:
-                p.join()
+                await anyio.to_thread.run_sync(p.join)
             if got == expected and all(p.exitcode == 0 for p in procs):
                 await store.finish_run(options.run_id)
             await store.flush()

@@ -49,11 +49,6 @@ from ..workspace import openai_tools
 Action = tuple[str, str, dict[str, Any]]
 """(kind, name, arguments): kind is ``tool``, ``message``, ``wait``, ``finish`` or ``end``."""
 
-WAIT_FUNCTION: dict[str, Any] = {"type": "function", "function": {
-    "name": "wait",
-    "description": "Do nothing until someone answers or something happens in the workspace "
-                   "(a live agent waits by not acting; here it is an explicit action).",
-    "parameters": {"type": "object", "properties": {}}}}
 
 
 class EpisodeHost:
@@ -171,6 +166,7 @@ class StepAgent(Actor):
         self.pending: set[str] = set()
         self.user = ""
         self.acted = 0
+        self.waits = 0
 
     async def handle(self, envelope: Envelope, ctx: ActorContext) -> None:
         p = envelope.payload
@@ -192,6 +188,8 @@ class StepAgent(Actor):
         call_id = f"rl-{self.acted}"
         if kind == "wait":
             self.acted -= 1  # not an action: the agent is asked again when something arrives
+            self.waits += 1
+            ctx.record("agent.wait", {"call_id": f"rl-wait-{self.waits}"})
         elif kind == "tool":
             self.pending.add(call_id)
             ctx.call_tool(name, args, call_id=call_id)
@@ -369,8 +367,7 @@ def environment_class(host: EpisodeHost, toolset: Sequence[str]) -> type[CoworkE
     ``send_message``, ``wait`` and ``finish``, with docstrings and type hints TRL turns into schemas."""
     names = tuple(toolset)
     methods: dict[str, Any] = {s["function"]["name"]: _method(s["function"]["name"], s)
-                               for s in [*openai_tools(list(names)), *AGENT_FUNCTIONS,
-                                         WAIT_FUNCTION]}
+                               for s in [*openai_tools(list(names)), *AGENT_FUNCTIONS]}
     key = hashlib.sha256(",".join(names).encode()).hexdigest()[:8]
     return type(f"CoworkEnv_{key}", (CoworkEnvironment,),
                 {"host": host, "toolset": names, **methods})

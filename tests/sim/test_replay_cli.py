@@ -71,7 +71,13 @@ def test_agent_view_is_the_conversation_in_chat_format(demo_db: Path) -> None:
     assert msgs[0]["role"] == "system"
     assert msgs[1]["role"] == "user" and "Design sync" in msgs[1]["content"]
     calls = [m["tool_calls"][0]["function"]["name"] for m in msgs if m.get("tool_calls")]
-    assert calls == ["calendar_create_event", "calendar_update_event", "send_message", "finish"]
+    assert calls == ["calendar_create_event", "wait", "calendar_update_event", "send_message",
+                     "finish"]
+    # the teacher's wait is shown as the decision it is, and what it waited for follows it
+    w = next(i for i, m in enumerate(msgs) if m.get("tool_calls")
+             and m["tool_calls"][0]["function"]["name"] == "wait")
+    assert msgs[w + 1]["role"] == "tool" and json.loads(msgs[w + 1]["content"])["waiting"]
+    assert msgs[w + 2]["role"] == "user" and "incident review" in msgs[w + 2]["content"]
     # every tool call is answered by a tool message with the same id, in order
     for i, m in enumerate(msgs):
         if m.get("tool_calls") and m["tool_calls"][0]["function"]["name"] != "finish":

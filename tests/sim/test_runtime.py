@@ -313,7 +313,7 @@ def test_killed_process_is_reported_and_resume_completes_its_episodes(tmp_path: 
             break
     assert proc.poll() is None, "the run finished before its worker could be killed"
     os.kill(children[0], signal.SIGKILL)
-    out, err = proc.communicate(timeout=120)
+    _out, err = proc.communicate(timeout=120)
     assert proc.returncode == 1
     assert "coworkenv-shard-1 (exit code -9)" in err and "--resume" in err, err
     assert "Traceback" not in err
