@@ -259,8 +259,7 @@ class EpisodeKernel:
             return
         if d.to not in self.actors:
             return
-        # every field is the kernel's own and already typed: construct without validation
-        env = Envelope.model_construct(
+        env = Envelope(
             id=f"{self.spec.episode_id}#{seq}", run=self.spec.run_id,
             episode=self.spec.episode_id,
             topic=self.bus.topic(self.spec.run_id, self.spec.episode_id, d.to),

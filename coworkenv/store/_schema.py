@@ -92,6 +92,26 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (run_id, task_id)
     ) WITHOUT ROWID;
     """,
+    # 3: events in a rowid table (appended at its end) with a unique (episode_id, seq) index.
+    # Keyed by (episode_id, seq) without rowid, every event of a thousand interleaved episodes
+    # went into the middle of a B-tree that holds the payloads: 1.7 times slower to write.
+    """
+    CREATE TABLE events_v3 (
+        episode_id  TEXT NOT NULL,
+        seq         INTEGER NOT NULL,
+        sim_time    REAL NOT NULL,
+        wall_time   REAL NOT NULL,
+        actor       TEXT NOT NULL,
+        kind        TEXT NOT NULL,
+        payload     TEXT NOT NULL
+    );
+    INSERT INTO events_v3 (episode_id, seq, sim_time, wall_time, actor, kind, payload)
+        SELECT episode_id, seq, sim_time, wall_time, actor, kind, payload FROM events
+        ORDER BY episode_id, seq;
+    DROP TABLE events;
+    ALTER TABLE events_v3 RENAME TO events;
+    CREATE UNIQUE INDEX events_episode_seq ON events(episode_id, seq);
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -114,7 +134,32 @@ def migrate(conn: sqlite3.Connection, where: str) -> int:
         tables = conn.execute("SELECT count(*) FROM sqlite_master WHERE type='table'").fetchone()
         if tables[0]:
             raise SchemaError(f"{where}: not a coworkenv store (has tables but no version)")
-    for version in range(found, SCHEMA_VERSION):
-        conn.executescript(f"BEGIN; {MIGRATIONS[version]}; PRAGMA user_version={version + 1}; "
-                           "COMMIT;")
+    if found == SCHEMA_VERSION:
+        return int(found)
+    # Take the write lock, then look again: another process opening the same file at the same
+    # moment (``run --processes``) may have migrated it while this one waited.
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        (now,) = conn.execute("PRAGMA user_version").fetchone()
+        for version in range(now, SCHEMA_VERSION):
+            for statement in _statements(MIGRATIONS[version]):
+                conn.execute(statement)
+            conn.execute(f"PRAGMA user_version={version + 1}")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
     return int(found)
+
+
+def _statements(script: str) -> list[str]:
+    out: list[str] = []
+    current = ""
+    for line in script.splitlines(keepends=True):
+        current += line
+        if sqlite3.complete_statement(current):
+            out.append(current.strip())
+            current = ""
+    if current.strip():
+        out.append(current.strip())
+    return out

@@ -16,7 +16,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coworkenv.store import EventRecord, EventStore, Reader, SchemaError, StoreClosedError
+from coworkenv.store import (
+    SCHEMA_VERSION,
+    EventRecord,
+    EventStore,
+    Reader,
+    SchemaError,
+    StoreClosedError,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -133,6 +140,51 @@ async def test_migrations_are_idempotent(tmp_path: Path) -> None:
         await s.flush()
     with Reader(db) as r:
         assert r.event_count("e1") == 5
+
+
+
+def test_version_2_events_are_carried_into_the_rowid_table(tmp_path: Path) -> None:
+    """A store written by schema 2 (events keyed without rowid) opens as schema 3 with every
+    event kept, in order, and duplicates of (episode, seq) still refused."""
+    from coworkenv.store._schema import MIGRATIONS, _statements
+
+    db = tmp_path / "v2.db"
+    conn = sqlite3.connect(db, isolation_level=None)
+    for version in (0, 1):
+        for statement in _statements(MIGRATIONS[version]):
+            conn.execute(statement)
+    conn.execute("PRAGMA user_version=2")
+    conn.executemany("INSERT INTO events VALUES (?, ?, 0.0, 0.0, 'kernel', 'k', ?)",
+                     [(f"e{i % 3}", i // 3, f'{{"i": {i}}}') for i in range(30)])
+    conn.close()
+
+    async def open_writer() -> None:
+        async with EventStore(db):
+            pass
+
+    import anyio
+
+    anyio.run(open_writer)
+    with Reader(db) as r:
+        assert r.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
+        assert [e.payload["i"] for e in r.events("e1")] == list(range(1, 30, 3))
+    conn = sqlite3.connect(db)
+    with pytest.raises(sqlite3.IntegrityError):
+        conn.execute("INSERT INTO events VALUES ('e1', 0, 0.0, 0.0, 'kernel', 'k', '{}')")
+    conn.close()
+
+
+def test_processes_opening_a_new_file_at_once_migrate_it_once(tmp_path: Path) -> None:
+    db = tmp_path / "race.db"
+    code = ("import sys, anyio\nfrom coworkenv.store import EventStore\n"
+            "async def main():\n    async with EventStore(sys.argv[1]):\n        pass\n"
+            "anyio.run(main)\n")
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(db)], stderr=subprocess.PIPE,
+                              text=True) for _ in range(4)]
+    errors = [p.communicate(timeout=60)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0] * 4, errors
+    with Reader(db) as r:
+        assert r.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
 
 
 WRITER = textwrap.dedent("""
