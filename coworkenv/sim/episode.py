@@ -30,6 +30,8 @@ from .services import ToolService, World
 from .task import Task, task_toolset
 
 AGENT_ACTIONS = frozenset({"tool_call", "message", "finish"})
+_INSTANT = frozenset({"tools", "world"})
+"""The simulator's own actors: they handle an envelope without waiting on anything."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,7 +241,8 @@ class EpisodeKernel:
             s = await self.clock.next()
             assert s is not None
             await self._deliver(s.item)
-            await self._save()
+            if len(self._unsaved) >= 64:
+                await self._save()
 
     async def _deliver(self, d: _Delivery) -> None:
         """Publish one envelope, take it back off the bus, and let its actor handle it.
@@ -272,6 +275,10 @@ class EpisodeKernel:
                 break  # anything else is a stray copy (a redelivery) and is skipped
         name = d.to
         actor = self.actors[name]
+        if name not in _INSTANT:
+            # an agent or a person may take real time (a model call): queue what is recorded
+            # so far first, so a crash while it thinks loses nothing already recorded
+            await self._save()
         try:
             await actor.handle(got, self._contexts[name])
         except EpisodeFailure as exc:
