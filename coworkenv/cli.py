@@ -72,8 +72,10 @@ def _names(value: str | None) -> list[str] | None:
     return names or None
 
 
-def _select(tasks: list[Any], only: list[str] | None, families: str | None) -> list[Any]:
-    """Tasks narrowed by --only (ids) and --families; unknown names are an error."""
+def _select(tasks: list[Any], only: list[str] | None, families: str | None,
+            per_family: int | None = None) -> list[Any]:
+    """Tasks narrowed by --only (ids), --families and --per-family (the first K of each
+    family, in file order); unknown names are an error."""
     if only:
         unknown = sorted(set(only) - {t.id for t in tasks})
         if unknown:
@@ -86,6 +88,14 @@ def _select(tasks: list[Any], only: list[str] | None, families: str | None) -> l
             raise _fail(f"--families: no task of family {unknown} (families: "
                         f"{sorted({t.family for t in tasks})})")
         tasks = [t for t in tasks if t.family in set(fams)]
+    if per_family is not None:
+        seen: dict[str, int] = {}
+        kept = []
+        for t in tasks:
+            seen[t.family] = seen.get(t.family, 0) + 1
+            if seen[t.family] <= per_family:
+                kept.append(t)
+        tasks = kept
     return tasks
 
 
@@ -265,6 +275,10 @@ def run(
     only: Annotated[list[str] | None, typer.Option(help="Run only these task ids")] = None,
     families: Annotated[str | None, typer.Option(help="Run only these workflow families, "
                                                  "comma-separated")] = None,
+    per_family: Annotated[int | None, typer.Option(min=1, help="Run only the first K tasks "
+                                                   "of each family (in file order), e.g. to "
+                                                   "evaluate a model on a sample of a large "
+                                                   "synthesized set")] = None,
     max_turns: Annotated[int | None, typer.Option(min=1, help="Cap every task's agent turns")]
     = None,
     trials: Annotated[int, typer.Option(min=1, help="Episodes per task (for pass@k)")] = 1,
@@ -284,7 +298,7 @@ def run(
                                           "write-tool calls (0..1)")] = 0.0,
 ) -> None:
     """Run tasks with an agent; every episode is recorded in the store."""
-    loaded = _select(_load(tasks), only, families)
+    loaded = _select(_load(tasks), only, families, per_family)
     if max_turns is not None:
         loaded = [t.model_copy(update={"limits": t.limits.model_copy(update={
             "max_turns": min(t.limits.max_turns, max_turns)})}) for t in loaded]

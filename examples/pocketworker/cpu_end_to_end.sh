@@ -10,6 +10,7 @@ CW=${COWORKENV:-coworkenv}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 WORK=${WORK:-runs/pocketworker}                     # everything this script writes
 TASKS=${TASKS:-$ROOT/examples/tasks}                  # task files or folders
+SYNTH=${SYNTH:-0}                                     # >0: synthesize this many tasks and use them
 MODEL=${MODEL:-$ROOT/.cache/models/SmolLM2-135M-Instruct.Q4_1.gguf}  # base model: GGUF, folder or hub id
 HELD_OUT=${HELD_OUT:-doc_sharing,safety}             # families never trained on, evaluated
 TRAIN_FAMILIES=${TRAIN_FAMILIES:-reporting,scheduling,ticket_triage}
@@ -21,6 +22,7 @@ SFT_LR=${SFT_LR:-1e-4}
 GRPO_STEPS=${GRPO_STEPS:-2}                          # 0 skips GRPO
 GRPO_COMPLETION=${GRPO_COMPLETION:-192}
 EVAL_ONLY=${EVAL_ONLY:-}                              # comma-separated task ids (default: all held out)
+EVAL_PER_FAMILY=${EVAL_PER_FAMILY:-}                  # evaluate the first K tasks of each held-out family
 EVAL_MAX_TURNS=${EVAL_MAX_TURNS:-6}
 EVAL_MAX_TOKENS=${EVAL_MAX_TOKENS:-128}
 PORT=${PORT:-8765}
@@ -29,6 +31,13 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} TOKENIZERS_PARALLELISM=false
 
 mkdir -p "$WORK"
 step() { printf '\n== %s\n' "$*"; }
+
+if [ "$SYNTH" -gt 0 ]; then
+  step "0. synthesize $SYNTH tasks from the workflow requirements (procedural generator, validated)"
+  $CW synth "$ROOT"/examples/workflows/*.yaml --generator procedural --n "$SYNTH" \
+    --out "$WORK/synth.jsonl"
+  TASKS=$WORK/synth.jsonl
+fi
 
 step "1. teacher run: the oracle on every task, ${TEACHER_TRIALS} trials, transient faults for variety"
 $CW run --tasks "$TASKS" --agent oracle --trials "$TEACHER_TRIALS" --faults 0.15 --tools reference \
@@ -51,6 +60,7 @@ if [ "$GRPO_STEPS" -gt 0 ]; then
 fi
 
 only=()
+if [ -n "$EVAL_PER_FAMILY" ]; then only+=(--per-family "$EVAL_PER_FAMILY"); fi
 if [ -n "$EVAL_ONLY" ]; then
   IFS=, read -ra ids <<< "$EVAL_ONLY"
   for id in "${ids[@]}"; do only+=(--only "$id"); done

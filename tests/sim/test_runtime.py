@@ -332,3 +332,15 @@ def test_killed_process_is_reported_and_resume_completes_its_episodes(tmp_path: 
     assert all(n == 1 for *_, n in rows)
     assert set(statuses) <= {"completed", "aborted"}
     assert run_status == "finished"
+
+
+def test_per_family_takes_the_first_tasks_of_each_family(tmp_path: Path) -> None:
+    db = tmp_path / "pf.db"
+    subprocess.run([*CLI, "run", "--tasks", "examples/tasks", "--per-family", "2", "--db",
+                    str(db), "--run-id", "F", "--quiet"], cwd=ROOT, check=True,
+                   capture_output=True)
+    tasks = builtin_tasks()
+    expected = {f: [t.id for t in tasks if t.family == f][:2] for f in {t.family for t in tasks}}
+    with sqlite3.connect(db) as c:
+        got = c.execute("SELECT family, task_id FROM episodes ORDER BY family, task_id").fetchall()
+    assert sorted(got) == sorted((f, i) for f, ids in expected.items() for i in ids)
