@@ -699,6 +699,9 @@ def train_grpo_cmd(
     only: Annotated[list[str] | None, typer.Option(help="Only these task ids")] = None,
     families: Annotated[str | None, typer.Option(help="Only these families, comma-separated")]
     = None,
+    held_out: Annotated[str | None, typer.Option(help="Never train on these families or task "
+                                                 "ids, comma-separated (the evaluation's; as "
+                                                 "`export --held-out`)")] = None,
     steps: Annotated[int, typer.Option(min=1, help="Optimizer steps")] = 2,
     learning_rate: Annotated[float, typer.Option(help="Learning rate")] = 1e-6,
     batch_size: Annotated[int, typer.Option(min=1, help="Rollouts per step (a multiple of "
@@ -728,8 +731,10 @@ def train_grpo_cmd(
     from .training.grpo import GRPOOptions, train_grpo
 
     loaded = _select(_load(tasks), only, families)
+    excluded = set(_names(held_out) or [])
+    loaded = [t for t in loaded if t.family not in excluded and t.id not in excluded]
     if not loaded:
-        raise _fail("no task left to train on (check --only / --families)")
+        raise _fail("no task left to train on (check --only / --families / --held-out)")
     try:
         weights = tuple(float(x) for x in reward_weights.split(","))
     except ValueError:

@@ -13,14 +13,18 @@ TASKS=${TASKS:-$ROOT/examples/tasks}                  # task files or folders
 SYNTH=${SYNTH:-0}                                     # >0: synthesize this many tasks and use them
 MODEL=${MODEL:-$ROOT/.cache/models/SmolLM2-135M-Instruct.Q4_1.gguf}  # base model: GGUF, folder or hub id
 HELD_OUT=${HELD_OUT:-doc_sharing,safety}             # families never trained on, evaluated
-TRAIN_FAMILIES=${TRAIN_FAMILIES:-reporting,scheduling,ticket_triage}
+TRAIN_FAMILIES=${TRAIN_FAMILIES:-}                    # GRPO rollouts from these (default: all but HELD_OUT)
 TEACHER_TRIALS=${TEACHER_TRIALS:-4}                  # oracle trials per task (faults vary them)
 SFT_STEPS=${SFT_STEPS:-40}
 SFT_BATCH=${SFT_BATCH:-2}
 SFT_MAX_LENGTH=${SFT_MAX_LENGTH:-1024}
 SFT_LR=${SFT_LR:-1e-4}
 GRPO_STEPS=${GRPO_STEPS:-2}                          # 0 skips GRPO
-GRPO_COMPLETION=${GRPO_COMPLETION:-192}
+GRPO_COMPLETION=${GRPO_COMPLETION:-192}              # tokens of a whole rollout (turns + tool results)
+GRPO_BATCH=${GRPO_BATCH:-2}                          # rollouts per step
+GRPO_GENERATIONS=${GRPO_GENERATIONS:-2}              # rollouts per prompt (the group)
+GRPO_TOOL_CALLS=${GRPO_TOOL_CALLS:-4}
+GRPO_LR=${GRPO_LR:-1e-6}
 EVAL_ONLY=${EVAL_ONLY:-}                              # comma-separated task ids (default: all held out)
 EVAL_PER_FAMILY=${EVAL_PER_FAMILY:-}                  # evaluate the first K tasks of each held-out family
 EVAL_MAX_TURNS=${EVAL_MAX_TURNS:-6}
@@ -52,10 +56,13 @@ $CW train sft --model "$MODEL" --data "$WORK/data/sft" --out "$WORK/ckpt/sft" --
 
 models=("base=$MODEL" "sft=$WORK/ckpt/sft")
 if [ "$GRPO_STEPS" -gt 0 ]; then
-  step "4. train grpo: $GRPO_STEPS steps, rollouts are live episodes of $TRAIN_FAMILIES"
-  $CW train grpo --model "$WORK/ckpt/sft" --tasks "$TASKS" --families "$TRAIN_FAMILIES" \
+  step "4. train grpo: $GRPO_STEPS steps, rollouts are live episodes of ${TRAIN_FAMILIES:-every family but $HELD_OUT}"
+  fams=()
+  if [ -n "$TRAIN_FAMILIES" ]; then fams=(--families "$TRAIN_FAMILIES"); fi
+  $CW train grpo --model "$WORK/ckpt/sft" --tasks "$TASKS" "${fams[@]}" --held-out "$HELD_OUT" \
     --out "$WORK/ckpt/grpo" --db "$DB" --run-id grpo-rollouts --steps "$GRPO_STEPS" \
-    --batch-size 2 --num-generations 2 --max-completion-length "$GRPO_COMPLETION" --max-tool-calls 4
+    --batch-size "$GRPO_BATCH" --num-generations "$GRPO_GENERATIONS" --learning-rate "$GRPO_LR" \
+    --max-completion-length "$GRPO_COMPLETION" --max-tool-calls "$GRPO_TOOL_CALLS"
   models+=("grpo=$WORK/ckpt/grpo")
 fi
 

@@ -112,3 +112,14 @@ def test_export_cli(db: Path, tmp_path: Path) -> None:
     prompts = rows(tmp_path / "r")
     first = (prompts["train"] + prompts["eval"])[0]
     assert first["prompt"][0]["role"] == "system" and json.loads(first["tools"])
+
+
+def test_grpo_never_trains_on_held_out_families(tmp_path: Path) -> None:
+    """`train grpo --held-out` drops the evaluation's families before anything is loaded;
+    holding out every family leaves nothing, and says so."""
+    families = ",".join(sorted({t.family for t in builtin_tasks()}))
+    out = subprocess.run([*CLI, "train", "grpo", "--model", "unused", "--tasks", "examples/tasks",
+                          "--out", str(tmp_path / "g"), "--held-out", families],
+                         cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 2
+    assert "no task left to train on" in out.stderr and "Traceback" not in out.stderr
