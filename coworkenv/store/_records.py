@@ -3,12 +3,39 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-encode_payload = json.JSONEncoder(separators=(",", ":"), sort_keys=True, ensure_ascii=False).encode
-"""Canonical JSON text of a payload (a shared encoder: ``json.dumps`` with options builds one
-per call)."""
+import orjson
+
+_encode_std = json.JSONEncoder(separators=(",", ":"), sort_keys=True, ensure_ascii=False).encode
+_SORTED = orjson.OPT_SORT_KEYS
+
+
+def encode_payload(payload: Any) -> str:
+    """Canonical JSON text of a payload: compact, keys sorted, UTF-8 as is; the text events
+    are hashed and stored as. orjson writes it about ten times faster than the standard
+    library, byte for byte the same for JSON data; what orjson refuses (integers beyond 64
+    bits, keys that are not strings) and NaN or infinities (which orjson would write as null,
+    the standard library as NaN) take the standard library's path."""
+    try:
+        text = orjson.dumps(payload, option=_SORTED).decode()
+    except (TypeError, orjson.JSONEncodeError):
+        return _encode_std(payload)
+    if "null" in text and _has_nonfinite(payload):
+        return _encode_std(payload)
+    return text
+
+
+def _has_nonfinite(value: Any) -> bool:
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, dict):
+        return any(_has_nonfinite(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(_has_nonfinite(v) for v in value)
+    return False
 
 INSERT_EVENT = ("INSERT INTO events (episode_id, seq, sim_time, wall_time, actor, kind, payload) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?)")

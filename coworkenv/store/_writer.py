@@ -13,6 +13,7 @@ from typing import Any
 
 import aiosqlite
 import anyio
+import orjson
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
@@ -308,14 +309,22 @@ def _write_batch(db: sqlite3.Connection, writes: list[tuple[str, Any]]) -> int:
 
 def _executemany(db: sqlite3.Connection, sql: str, rows: list[Any]) -> None:
     if sql == INSERT_EVENT:
-        blob = _encode_rows(rows)
-        if "\\u0000" not in blob:  # SQLite's ->> would cut text at a NUL character
+        blob = _rows_json(rows)
+        if blob is not None:
             db.execute(INSERT_EVENTS_JSON, (blob,))
             return
     db.executemany(sql, rows)
 
 
-_encode_rows = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+def _rows_json(rows: list[Any]) -> str | None:
+    """The rows as one JSON array (text: SQLite would read a BLOB as binary JSON), or None
+    where that would not carry them exactly: data that is not plain JSON, or a NUL character,
+    at which SQLite's ``->>`` cuts text."""
+    try:
+        blob = orjson.dumps(rows).decode()
+    except (TypeError, orjson.JSONEncodeError):
+        return None
+    return None if "\\u0000" in blob else blob
 
 
 async def _receive(recv: MemoryObjectReceiveStream[_Item], deadline: float | None) -> _Item | None:

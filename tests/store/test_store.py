@@ -11,6 +11,7 @@ import textwrap
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -264,3 +265,19 @@ def test_property_round_trip(tmp_path_factory: pytest.TempPathFactory,
     anyio.run(go)
     with Reader(db) as r:
         assert list(r.events("e")) == evs
+
+
+@pytest.mark.parametrize("payload", [
+    {"b": 1, "a": [1.5, "é", None, True], "c": {"z": 0.1, "y": -3}},
+    {"nan": float("nan"), "inf": [float("inf")]},  # orjson would write null
+    {"big": 2 ** 70},  # beyond orjson's 64 bits
+    {"m": {2: "b", 1: "a"}},  # keys that are not strings
+    {"nul": "a\x00b", "ctl": "\n\t\u2028"},
+])
+def test_canonical_payload_text_is_the_standard_librarys(payload: dict[Any, Any]) -> None:
+    import json
+
+    from coworkenv.store._records import encode_payload
+
+    assert encode_payload(payload) == json.dumps(payload, separators=(",", ":"), sort_keys=True,
+                                                 ensure_ascii=False)
