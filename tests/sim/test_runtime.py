@@ -212,22 +212,26 @@ def test_task_references_are_validated(change: dict[str, Any], message: str) -> 
 
 
 @pytest.mark.slow
+def _wait_for_completed(db: Path, n: int, deadline: float, *, poll: float) -> None:
+    """Until the run being watched has recorded ``n`` completed episodes (or the deadline)."""
+    while time.monotonic() < deadline:
+        time.sleep(poll)
+        try:
+            with sqlite3.connect(db) as c:
+                done = c.execute("SELECT count(*) FROM episodes WHERE status='completed'"
+                                 ).fetchone()[0]
+        except sqlite3.Error:
+            continue
+        if done >= n:
+            return
+
+
 def test_sigkill_then_resume_records_every_episode_once(tmp_path: Path) -> None:
     db = tmp_path / "crash.db"
     args = [*CLI, "run", "--tasks", "examples/tasks", "--trials", "40", "--concurrency", "4",
             "--db", str(db), "--run-id", "R", "--quiet"]
     proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        time.sleep(0.2)
-        try:
-            with sqlite3.connect(db) as c:
-                n = c.execute("SELECT count(*) FROM episodes WHERE status='completed'"
-                              ).fetchone()[0]
-        except sqlite3.Error:
-            continue
-        if n >= 40:
-            break
+    _wait_for_completed(db, 40, time.monotonic() + 60, poll=0.2)
     assert proc.poll() is None, "the run finished before it could be killed"
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
@@ -301,16 +305,7 @@ def test_killed_process_is_reported_and_resume_completes_its_episodes(tmp_path: 
         time.sleep(0.1)
         children = _children(proc.pid)
     assert children, "the run started no worker process"
-    while time.monotonic() < deadline:  # let both processes record some episodes
-        time.sleep(0.05)
-        try:
-            with sqlite3.connect(db) as c:
-                n = c.execute("SELECT count(*) FROM episodes WHERE status='completed'"
-                              ).fetchone()[0]
-        except sqlite3.Error:
-            continue
-        if n >= 40:
-            break
+    _wait_for_completed(db, 40, deadline, poll=0.05)  # both processes have recorded some
     assert proc.poll() is None, "the run finished before its worker could be killed"
     os.kill(children[0], signal.SIGKILL)
     _out, err = proc.communicate(timeout=120)
