@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# PocketWorker recipe v1 on one H200 (see RECIPE.md): teacher runs -> SFT on Qwen3 -> GRPO on live
+# PocketWorker recipe v1.1 on one H200 (see RECIPE.md): teacher runs -> SFT on Qwen3 -> GRPO on live
 # episodes with vLLM colocated -> served with vLLM -> pass@k / pass^k on held-out families.
 # Needs: a CUDA torch, `pip install -e '.[train,vllm]'`, the models on local disk or a hub cache.
 set -euo pipefail
@@ -7,17 +7,23 @@ set -euo pipefail
 CW=${COWORKENV:-coworkenv}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 WORK=${WORK:-runs/pocketworker-gpu}
-TASKS=${TASKS:-$ROOT/examples/tasks}          # add your synthesized tasks: `coworkenv synth ...`
+TASKS=${TASKS:-$ROOT/examples/tasks}          # task files or folders
+SYNTH=${SYNTH:-0}                             # >0: synthesize this many tasks and use them
 STUDENT=${STUDENT:-Qwen/Qwen3-1.7B}           # or Qwen/Qwen3-0.6B, Qwen/Qwen3-4B
 TEACHER=${TEACHER:-}                          # optional model teacher served by vLLM, e.g. Qwen/Qwen3-32B
 HELD_OUT=${HELD_OUT:-doc_sharing,safety}
-TRAIN_FAMILIES=${TRAIN_FAMILIES:-reporting,scheduling,ticket_triage}
+TRAIN_FAMILIES=${TRAIN_FAMILIES:-}            # GRPO rollouts from these (default: all but HELD_OUT)
 TRIALS=${TRIALS:-8}
 SFT_STEPS=${SFT_STEPS:-300}
 GRPO_STEPS=${GRPO_STEPS:-200}
 PORT=${PORT:-8000}
 DB=$WORK/pocketworker.db
 mkdir -p "$WORK"
+
+if [ "$SYNTH" -gt 0 ]; then
+  $CW synth "$ROOT"/examples/workflows/*.yaml --generator procedural --n "$SYNTH" --out "$WORK/synth.jsonl"
+  TASKS=$WORK/synth.jsonl
+fi
 
 wait_for() { for _ in $(seq 1 900); do curl -sf "http://127.0.0.1:$PORT/v1/models" >/dev/null && return 0; sleep 2; done; return 1; }
 
@@ -37,7 +43,9 @@ $CW train sft --model "$STUDENT" --data "$WORK/data/sft" --out "$WORK/ckpt/sft" 
   --steps "$SFT_STEPS" --batch-size 8 --max-length 4096 --learning-rate 1e-5
 
 # 4. GRPO: rollouts are live episodes of the training families; vLLM generates in-process
-$CW train grpo --model "$WORK/ckpt/sft" --tasks "$TASKS" --families "$TRAIN_FAMILIES" --gpu \
+fams=()
+if [ -n "$TRAIN_FAMILIES" ]; then fams=(--families "$TRAIN_FAMILIES"); fi
+$CW train grpo --model "$WORK/ckpt/sft" --tasks "$TASKS" "${fams[@]}" --held-out "$HELD_OUT" --gpu \
   --use-vllm --vllm-mode colocate --out "$WORK/ckpt/grpo" --db "$DB" --run-id grpo-rollouts \
   --steps "$GRPO_STEPS" --batch-size 16 --num-generations 8 --max-completion-length 2048 \
   --max-tool-calls 12 --learning-rate 1e-6
