@@ -24,6 +24,7 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
+from ..workspace import WorkspaceState
 from ..bus import Bus, BusError, BusTimeoutError, Envelope, new_id
 from ..sim.actor import Actor, ActorContext
 from ..sim.errors import EpisodeFailure
@@ -173,6 +174,10 @@ class _Collector:
     @property
     def clock_now(self) -> float:
         return self.now
+
+    @property
+    def workspace(self) -> WorkspaceState:
+        raise RuntimeError("an agent sees the workspace only through its tools")
 
     def submit(self, sender: str, to: str, kind: str, payload: dict[str, Any],
                delay: float) -> None:

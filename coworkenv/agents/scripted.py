@@ -10,15 +10,40 @@ from zoneinfo import ZoneInfo
 
 from ..bus import Envelope
 from ..sim.actor import Actor, ActorContext
-from ..sim.task import Action, CastMember
+from ..sim.selectors import lookup
+from ..sim.task import Action, CastMember, Fact
+from ..workspace import WorkspaceState, parse_iso
+from ..workspace.text import mentions
 
 SATISFIED = "[SATISFIED]"
 """A user who writes this is satisfied: the episode ends (termination ``user_satisfied``)."""
 
 
-def matching_facts(member: CastMember, text: str) -> list[str]:
+def matching_facts(member: CastMember, text: str,
+                   workspace: WorkspaceState | None = None) -> list[str]:
+    """What a person answers to a question: for each fact it asks about, the first
+    conditional answer that holds (over the question, and the workspace as it is now), else
+    the fact's value."""
     low = text.lower()
-    return [f.value for f in member.facts if any(k.lower() in low for k in f.keywords)]
+    out = []
+    for f in member.facts:
+        if any(k.lower() in low for k in f.keywords):
+            out.append(answer(f, text, workspace))
+    return out
+
+
+def answer(fact: Fact, question: str, workspace: WorkspaceState | None) -> str:
+    for a in fact.answers:
+        if a.asked is not None and not a.asked.matches(question):
+            continue
+        value = lookup(workspace, a.lookup) if a.lookup is not None and workspace is not None \
+            else None
+        if a.mentions_lookup is not None:
+            said = value is not None and mentions(question, value)
+            if said != a.mentions_lookup:
+                continue
+        return a.text.replace("{value}", value or "")
+    return fact.value
 
 
 @dataclass
@@ -32,23 +57,63 @@ class ScriptedPerson(Actor):
     fired: set[int] = field(default_factory=set)
 
     def _reply_delay(self, ctx: ActorContext) -> float:
-        lo, hi = self.member.response.delay_minutes
+        """When the reply comes: after the drawn delay, inside working hours, after any
+        out-of-office range and (with ``response.calendar``) after the meeting they are in."""
+        r = self.member.response
+        lo, hi = r.delay_minutes
         delay = ctx.rng.uniform(lo, hi) * 60
-        hours = self.member.response.working_hours
-        if hours is None:
+        if r.working_hours is None and not r.calendar and not r.out_of_office:
             return delay
         tz = ZoneInfo(self.timezone)
         when = (ctx.now_dt + timedelta(seconds=delay)).astimezone(tz)
+        for _ in range(64):  # each pass moves the time forward; stop when nothing does
+            moved = when
+            for ooo in r.out_of_office:
+                if ooo.start <= moved < ooo.end:
+                    moved = ooo.end.astimezone(tz) + timedelta(minutes=ctx.rng.uniform(lo, hi))
+            if r.working_hours is not None:
+                moved = self._in_hours(moved, r.working_hours, ctx, lo, hi)
+            if r.calendar:
+                end = self._busy_until(ctx, moved)
+                if end is not None:
+                    moved = end.astimezone(tz) + timedelta(minutes=ctx.rng.uniform(lo, hi))
+            if moved == when:
+                break
+            when = moved
+        return max(0.0, (when - ctx.now_dt).total_seconds())
+
+    @staticmethod
+    def _in_hours(when: datetime, hours: tuple[str, str], ctx: ActorContext, lo: float,
+                  hi: float) -> datetime:
         start = _at(when, hours[0])
         end = _at(when, hours[1])
-        if when < start:
-            when = start + timedelta(minutes=ctx.rng.uniform(lo, hi))
-        elif when > end or when.weekday() >= 5:
-            nxt = when + timedelta(days=1)
-            while nxt.weekday() >= 5:
-                nxt += timedelta(days=1)
-            when = _at(nxt, hours[0]) + timedelta(minutes=ctx.rng.uniform(lo, hi))
-        return max(0.0, (when - ctx.now_dt).total_seconds())
+        if when.weekday() < 5 and start <= when <= end:
+            return when
+        nxt = when if when < start and when.weekday() < 5 else when + timedelta(days=1)
+        while nxt.weekday() >= 5:
+            nxt += timedelta(days=1)
+        return _at(nxt, hours[0]) + timedelta(minutes=ctx.rng.uniform(lo, hi))
+
+    def _busy_until(self, ctx: ActorContext, when: datetime) -> datetime | None:
+        """The end of the meeting this person is in at ``when`` (their calendar as it is)."""
+        me = self.member.person
+        for ev in ctx.workspace.calendar.values():
+            if ev.status != "confirmed":
+                continue
+            if me != ev.organizer and ev.attendees.get(me) in (None, "declined"):
+                continue
+            start, end = parse_iso(ev.start), parse_iso(ev.end)
+            if start <= when < end:
+                return end
+        return None
+
+    def _away(self, ctx: ActorContext) -> str | None:
+        """The out-of-office note in force now, if any."""
+        now = ctx.now_dt
+        for ooo in self.member.response.out_of_office:
+            if ooo.start <= now < ooo.end and ooo.auto_reply:
+                return ooo.auto_reply
+        return None
 
     async def handle(self, envelope: Envelope, ctx: ActorContext) -> None:
         p = envelope.payload
@@ -59,6 +124,9 @@ class ScriptedPerson(Actor):
         question, channel = self._question(envelope)
         if question is None or not self.member.response.available:
             return
+        away = self._away(ctx)
+        if away is not None:
+            self._reply(away, ctx, 60.0, channel)
         delay = self._reply_delay(ctx)
         answered = False
         for ti, trig in enumerate(self.member.triggers):
@@ -75,7 +143,7 @@ class ScriptedPerson(Actor):
 
     async def compose(self, question: str, ctx: ActorContext, *, answered: bool) -> str | None:
         """What to answer: the matching facts, else the fallback (unless a trigger answered)."""
-        facts = matching_facts(self.member, question)
+        facts = matching_facts(self.member, question, ctx.workspace)
         if facts:
             return " ".join(facts)
         return None if answered else self.member.fallback

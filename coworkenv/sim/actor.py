@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from ..bus import Envelope
+from ..workspace import WorkspaceState
 
 
 class Kernel(Protocol):
@@ -23,6 +24,9 @@ class Kernel(Protocol):
 
     @property
     def clock_now(self) -> float: ...
+
+    @property
+    def workspace(self) -> WorkspaceState: ...
 
     def submit(self, sender: str, to: str, kind: str, payload: dict[str, Any],
                delay: float) -> None: ...
@@ -57,6 +61,12 @@ class ActorContext:
     @property
     def start(self) -> datetime:
         return self._kernel.start
+
+    @property
+    def workspace(self) -> WorkspaceState:
+        """The episode's workspace as it is now: for simulated people to read (a calendar, a
+        document's current figure). Actors change it only through tools."""
+        return self._kernel.workspace
 
     def send(self, to: str, kind: str, payload: dict[str, Any], *, delay: float = 0.0) -> None:
         """Send an envelope to another actor (by actor name), ``delay`` simulated seconds on."""

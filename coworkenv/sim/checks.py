@@ -8,7 +8,8 @@ Tables: people, emails, email_recipients(email_id, person, field),
 email_labels(email_id, person, label), channels,
 channel_members(channel_id, person), chat_messages, calendar_events,
 calendar_attendees(event_id, person, response), documents,
-document_permissions(doc_id, person, permission), tickets, ticket_comments.
+document_permissions(doc_id, person, permission), tickets, ticket_comments,
+ticket_fields(ticket_id, name, value), groups, group_members(group_id, person).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 
 from ..store import EventRecord
 from ..workspace import WorkspaceState
+from ..workspace.tools.tickets import field_equals
 from .task import (
     AskedBeforeCheck,
     CalendarEventCheck,
@@ -27,12 +29,16 @@ from .task import (
     Check,
     DocCheck,
     EmailSentCheck,
+    EventCheck,
+    NeverCheck,
     NoToolCheck,
+    OrderCheck,
     SqlCheck,
     Task,
     TicketCheck,
     ToolOrderCheck,
 )
+from .selectors import Occurrence, occurrences, select
 
 
 @dataclass(slots=True)
@@ -43,6 +49,7 @@ class CheckResult:
     passed: bool
     detail: str
     evidence: list[int] = field(default_factory=list)
+    gate: bool = False
 
 
 SCHEMA = """
@@ -60,11 +67,14 @@ CREATE TABLE calendar_events (id TEXT PRIMARY KEY, title TEXT, organizer TEXT, s
   "end" TEXT, timezone TEXT, location TEXT, status TEXT);
 CREATE TABLE calendar_attendees (event_id TEXT, person TEXT, response TEXT);
 CREATE TABLE documents (id TEXT PRIMARY KEY, title TEXT, owner TEXT, content TEXT,
-  confidentiality TEXT);
+  confidentiality TEXT, status TEXT);
 CREATE TABLE document_permissions (doc_id TEXT, person TEXT, permission TEXT);
 CREATE TABLE tickets (id TEXT PRIMARY KEY, title TEXT, description TEXT, reporter TEXT,
-  assignee TEXT, status TEXT, priority TEXT);
+  assignee TEXT, status TEXT, priority TEXT, queue TEXT, created_at TEXT, resolved_at TEXT);
 CREATE TABLE ticket_comments (ticket_id TEXT, author TEXT, text TEXT);
+CREATE TABLE ticket_fields (ticket_id TEXT, name TEXT, value);
+CREATE TABLE groups (id TEXT PRIMARY KEY, name TEXT, email TEXT, kind TEXT);
+CREATE TABLE group_members (group_id TEXT, person TEXT);
 """
 
 _READ_ONLY_ACTIONS = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION}
@@ -109,15 +119,22 @@ def projection_db(state: WorkspaceState) -> sqlite3.Connection:
         for e in state.calendar.values()])
     ins("INSERT INTO calendar_attendees VALUES (?,?,?)", [
         (e.id, p, r) for e in state.calendar.values() for p, r in e.attendees.items()])
-    ins("INSERT INTO documents VALUES (?,?,?,?,?)", [
-        (d.id, d.title, d.owner, d.content, d.confidentiality) for d in state.docs.values()])
+    ins("INSERT INTO documents VALUES (?,?,?,?,?,?)", [
+        (d.id, d.title, d.owner, d.content, d.confidentiality, d.status)
+        for d in state.docs.values()])
     ins("INSERT INTO document_permissions VALUES (?,?,?)", [
         (d.id, p, perm) for d in state.docs.values() for p, perm in d.permissions.items()])
-    ins("INSERT INTO tickets VALUES (?,?,?,?,?,?,?)", [
-        (t.id, t.title, t.description, t.reporter, t.assignee, t.status, t.priority)
-        for t in state.tickets.values()])
+    ins("INSERT INTO tickets VALUES (?,?,?,?,?,?,?,?,?,?)", [
+        (t.id, t.title, t.description, t.reporter, t.assignee, t.status, t.priority, t.queue,
+         t.created_at, t.resolved_at) for t in state.tickets.values()])
     ins("INSERT INTO ticket_comments VALUES (?,?,?)", [
         (t.id, c.author, c.text) for t in state.tickets.values() for c in t.comments])
+    ins("INSERT INTO ticket_fields VALUES (?,?,?)", [
+        (t.id, k, v) for t in state.tickets.values() for k, v in t.fields.items()])
+    ins("INSERT INTO groups VALUES (?,?,?,?)", [
+        (g.id, g.name, g.email, g.kind) for g in state.groups.values()])
+    ins("INSERT INTO group_members VALUES (?,?)", [
+        (g.id, p) for g in state.groups.values() for p in g.members])
     db.commit()
     db.execute("PRAGMA query_only=ON")
     db.set_authorizer(_authorizer)
@@ -157,8 +174,43 @@ def _ws_seqs(events: list[EventRecord], app: str, entity_id: str) -> list[int]:
             and e.payload.get("id") == entity_id and e.actor != "setup"][-3:]
 
 
+def _selector_check(chk: OrderCheck | NeverCheck | EventCheck, task: Task,
+                    state: WorkspaceState, events: list[EventRecord],
+                    occs: list[Occurrence] | None) -> CheckResult:
+    if occs is None:
+        occs = occurrences(task, state, events)
+
+    def res(ok: bool, detail: str, evidence: list[int]) -> CheckResult:
+        return CheckResult(chk.id, chk.kind, chk.weight, ok, detail, evidence[:6])
+
+    if isinstance(chk, OrderCheck):
+        first = select(chk.first, occs, state)
+        then = select(chk.then, occs, state)
+        if not then:
+            return res(False, "`then` never happened", [o.seq for o in first])
+        if not first:
+            return res(False, f"`then` at seq {then[0].seq} but `first` never happened",
+                       [then[0].seq])
+        early = [o.seq for o in then if o.seq < first[0].seq]
+        if early:
+            return res(False, f"`then` at seq {early} before `first` (seq {first[0].seq})",
+                       [*early, first[0].seq])
+        return res(True, f"`first` at seq {first[0].seq}, `then` at seq {then[0].seq}",
+                   [first[0].seq, then[0].seq])
+    found = select(chk.select, occs, state)
+    if isinstance(chk, NeverCheck):
+        if chk.window is not None:
+            lo, hi = chk.window
+            found = [o for o in found if lo * 60 <= o.time <= hi * 60]
+        return res(not found, f"happened at seq {[o.seq for o in found]}" if found
+                   else "never happened", [o.seq for o in found])
+    return res(len(found) >= chk.min_count, f"{len(found)} match(es) (at least "
+               f"{chk.min_count})", [o.seq for o in found])
+
+
 def evaluate_check(chk: Check, state: WorkspaceState, events: list[EventRecord],
-                   db: sqlite3.Connection | None) -> CheckResult:
+                   db: sqlite3.Connection | None, task: Task | None = None,
+                   occs: list[Occurrence] | None = None) -> CheckResult:
     def res(ok: bool, detail: str, evidence: list[int] | None = None) -> CheckResult:
         return CheckResult(chk.id, chk.kind, chk.weight, ok, detail, evidence or [])
 
@@ -168,24 +220,44 @@ def evaluate_check(chk: Check, state: WorkspaceState, events: list[EventRecord],
         rows = run_sql(db, chk.query)
         return res(rows == chk.expect, f"rows {rows} (expected {chk.expect})")
     if isinstance(chk, EmailSentCheck):
-        for m in state.emails.values():
-            if chk.to in m.to + m.cc and (chk.sender is None or m.sender == chk.sender) \
-                    and (chk.subject_contains is None
-                         or chk.subject_contains.lower() in m.subject.lower()) \
-                    and _contains_all(m.body, chk.body_contains):
+        to = state.parties(chk.to)
+        group = state.group_by_ref(chk.to)
+        scope = [m for m in state.emails.values()
+                 if (to & set(m.to + m.cc) or (group is not None and group.id in m.groups))
+                 and (chk.sender is None or m.sender == chk.sender)]
+        bad = [(m, n) for m in scope for n in (chk.body.forbidden(f"{m.subject}\n{m.body}")
+                                               if chk.body else [])]
+        if bad:
+            return res(False, f"email {bad[0][0].id} to {chk.to} says {bad[0][1]!r}",
+                       _ws_seqs(events, "email", bad[0][0].id))
+        for m in scope:
+            if (chk.subject_contains is None
+                    or chk.subject_contains.lower() in m.subject.lower()) \
+                    and _contains_all(m.body, chk.body_contains) \
+                    and (chk.body is None or chk.body.positive(m.body)):
                 return res(True, f"email {m.id}", _ws_seqs(events, "email", m.id))
         return res(False, f"no email to {chk.to} matching")
     if isinstance(chk, ChatMessageCheck):
+        dm = state.parties(chk.dm_with) if chk.dm_with is not None else set()
+        scope = []
         for msg in state.chat.values():
             ch = state.channels.get(msg.channel)
             if ch is None:
                 continue
             if chk.channel is not None and chk.channel.lstrip("#") not in (ch.id, ch.name):
                 continue
-            if chk.dm_with is not None and not (ch.is_dm and chk.dm_with in ch.members):
+            if chk.dm_with is not None and not (ch.is_dm and dm & set(ch.members)):
                 continue
-            if (chk.sender is None or msg.sender == chk.sender) \
-                    and _contains_all(msg.text, chk.text_contains):
+            if chk.sender is None or msg.sender == chk.sender:
+                scope.append(msg)
+        for msg in scope:
+            said = chk.text.forbidden(msg.text) if chk.text else []
+            if said:
+                return res(False, f"message {msg.id} says {said[0]!r}",
+                           _ws_seqs(events, "chat", msg.id))
+        for msg in scope:
+            if _contains_all(msg.text, chk.text_contains) \
+                    and (chk.text is None or chk.text.positive(msg.text)):
                 return res(True, f"message {msg.id}", _ws_seqs(events, "chat", msg.id))
         return res(False, "no chat message matching")
     if isinstance(chk, CalendarEventCheck):
@@ -197,13 +269,23 @@ def evaluate_check(chk: Check, state: WorkspaceState, events: list[EventRecord],
                            _ws_seqs(events, "calendar", ev.id))
         return res(not chk.exists, f"no {chk.status} event {chk.title_contains!r} matching")
     if isinstance(chk, TicketCheck):
-        t = state.tickets.get(chk.ticket)
+        t = state.tickets.get(chk.ticket) if chk.ticket is not None else None
+        if chk.find is not None:
+            f = chk.find
+            found = [x for x in state.tickets.values()
+                     if (f.queue is None or x.queue == f.queue)
+                     and (f.reporter is None or x.reporter == f.reporter)
+                     and (f.title is None or f.title.matches(f"{x.title}\n{x.description}"))
+                     and all(field_equals(x.fields.get(k), v) for k, v in f.fields.items())]
+            t = found[-1] if found else None
         if t is None:
-            return res(False, f"no ticket {chk.ticket}")
+            return res(False, f"no ticket {chk.ticket or chk.find}")
         problems = [f"{k}={getattr(t, k)!r} (expected {want!r})"
                     for k, want in (("status", chk.status), ("priority", chk.priority),
-                                    ("assignee", chk.assignee))
+                                    ("assignee", chk.assignee), ("queue", chk.queue))
                     if want is not None and getattr(t, k) != want]
+        problems += [f"fields.{k}={t.fields.get(k)!r} (expected {v!r})"
+                     for k, v in chk.fields.items() if not field_equals(t.fields.get(k), v)]
         if chk.comment_contains and not any(chk.comment_contains.lower() in c.text.lower()
                                             for c in t.comments):
             problems.append(f"no comment containing {chk.comment_contains!r}")
@@ -219,8 +301,14 @@ def evaluate_check(chk: Check, state: WorkspaceState, events: list[EventRecord],
         problems += [f"{p} has access" for p in chk.not_shared_with if p in doc.permissions]
         if not _contains_all(doc.content, chk.content_contains):
             problems.append(f"content lacks one of {chk.content_contains}")
+        if chk.status is not None and doc.status != chk.status:
+            problems.append(f"status={doc.status!r} (expected {chk.status!r})")
         return res(not problems, "; ".join(problems) or "document as expected",
                    _ws_seqs(events, "docs", doc.id))
+    if isinstance(chk, OrderCheck | NeverCheck | EventCheck):
+        if task is None:
+            raise ValueError(f"check {chk.id!r}: a {chk.kind} check needs the task")
+        return _selector_check(chk, task, state, events, occs)
     calls = agent_tool_calls(events)
     ok_calls = [(c, r) for c, r in calls if r is not None and r.payload.get("ok")]
     if isinstance(chk, ToolOrderCheck):
@@ -267,8 +355,12 @@ def evaluate_checks(task: Task, state: WorkspaceState,
                     events: list[EventRecord]) -> tuple[list[CheckResult], float]:
     """Every check of the task; completion is the weighted fraction that passed."""
     db = projection_db(state) if any(isinstance(c, SqlCheck) for c in task.checks) else None
+    occs = occurrences(task, state, events) if any(
+        isinstance(c, OrderCheck | NeverCheck | EventCheck) for c in task.checks) else None
     try:
-        results = [evaluate_check(c, state, events, db) for c in task.checks]
+        results = [evaluate_check(c, state, events, db, task, occs) for c in task.checks]
+        for c, r in zip(task.checks, results, strict=True):
+            r.gate = c.gate
     finally:
         if db is not None:
             db.close()

@@ -27,7 +27,7 @@ from .clock import Clock
 from .errors import Boundary, EpisodeFailure
 from .grading import Grade, GradeWeights, grade
 from .services import ToolService, World
-from .task import Task, task_toolset
+from .task import Task, clock_minutes, task_toolset
 
 AGENT_ACTIONS = frozenset({"tool_call", "message", "finish"})
 _INSTANT = frozenset({"tools", "world"})
@@ -151,6 +151,10 @@ class EpisodeKernel:
 
     # the Kernel protocol for contexts ---------------------------------------------------
     @property
+    def workspace(self) -> WorkspaceState:
+        return self.state
+
+    @property
     def clock_now(self) -> float:
         return self.clock.now
 
@@ -209,12 +213,15 @@ class EpisodeKernel:
                      "start": task.start.isoformat(),
                      "tools": task_toolset(task, spec.tools)}, 0.0)
         for i, ev in enumerate(task.timeline):
-            self.clock.schedule(ev.at_minutes * 60, _Delivery("world", "world", "timeline",
-                                                               {"index": i}), priority=0)
+            self.clock.schedule(ev.minutes(task.start) * 60, _Delivery(
+                "world", "world", "timeline", {"index": i, **({"id": ev.id} if ev.id else {})}),
+                priority=0)
         for member in task.cast():
             for ti, trig in enumerate(member.triggers):
-                if trig.at_minutes is not None:
-                    self.clock.schedule(trig.at_minutes * 60, _Delivery(
+                if trig.timed:
+                    at = trig.at_minutes if trig.at is None else clock_minutes(trig.at,
+                                                                               task.start)
+                    self.clock.schedule(float(at or 0.0) * 60, _Delivery(
                         member.person, member.person, "trigger", {"index": ti}), priority=0)
         await self._save()
         try:

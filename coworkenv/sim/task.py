@@ -7,12 +7,13 @@ Files may be YAML (one task or a list), JSON, or JSONL (one task per line). The 
 from __future__ import annotations
 
 import re
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..workspace import REGISTRY, WorkspaceSeed
+from ..workspace.text import mentions
 
 Capability = Literal["tool_coordination", "multi_turn_communication", "dynamic_workspace_state",
                      "safety_sensitive_handling"]
@@ -22,14 +23,97 @@ class Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+# text and workspace matchers -------------------------------------------------------------
+class TextMatch(Model):
+    """What a text must (and must not) say. Needles that are figures match by value in any
+    writing (``$1,250`` = ``1250`` = ``1,250.00`` = "one thousand two hundred fifty"); other
+    needles are case-folded substrings."""
+
+    contains: list[str] = Field(default_factory=list, description="Every one of these")
+    any_of: list[str] = Field(default_factory=list, description="At least one of these")
+    regex: str | None = Field(default=None, description="A regular expression that must match "
+                              "(Python syntax, searched, case-insensitive)")
+    must_not_contain: list[str] = Field(default_factory=list, description="None of these "
+                                        "(e.g. a value that was changed mid-episode)")
+    case_sensitive: bool = False
+
+    @model_validator(mode="after")
+    def _regex_compiles(self) -> TextMatch:
+        if self.regex is not None:
+            try:
+                re.compile(self.regex)
+            except re.error as exc:
+                raise ValueError(f"regex {self.regex!r} does not compile: {exc}") from None
+        return self
+
+    def positive(self, text: str) -> bool:
+        """The text says everything asked for (``must_not_contain`` aside)."""
+        cs = self.case_sensitive
+        return (all(mentions(text, n, case_sensitive=cs) for n in self.contains)
+                and (not self.any_of or any(mentions(text, n, case_sensitive=cs)
+                                            for n in self.any_of))
+                and (self.regex is None or re.search(self.regex, text, 0 if cs else re.I)
+                     is not None))
+
+    def forbidden(self, text: str) -> list[str]:
+        """The ``must_not_contain`` needles the text mentions."""
+        return [n for n in self.must_not_contain
+                if mentions(text, n, case_sensitive=self.case_sensitive)]
+
+    def matches(self, text: str) -> bool:
+        return self.positive(text) and not self.forbidden(text)
+
+
+LookupApp = Literal["directory", "email", "chat", "calendar", "docs", "tickets", "groups",
+                    "queues"]
+
+
+class Lookup(Model):
+    """A read-only look at the workspace as it is at that moment: one field of one entity,
+    optionally narrowed by a regular expression (its first group, else the whole match)."""
+
+    app: LookupApp
+    id: str = Field(description="Entity id")
+    field: str = Field(description="Field path, dotted (e.g. content, status, fields.amount)")
+    pattern: str | None = Field(default=None, description="Regular expression over the field's "
+                                "text")
+
+
 # the cast ------------------------------------------------------------------------------
+class Answer(Model):
+    """A conditional answer to a fact's question, as data: it holds when every condition
+    given holds; ``{value}`` in the text is what ``lookup`` finds at reply time."""
+
+    asked: TextMatch | None = Field(default=None, description="Conditions over the question")
+    lookup: Lookup | None = Field(default=None, description="Read the workspace at reply time")
+    mentions_lookup: bool | None = Field(default=None, description="true: the question must "
+                                         "mention the looked-up value (figures by value); false: "
+                                         "it must not (a stale value)")
+    text: str = Field(description="The reply; {value} is the looked-up value")
+
+    @model_validator(mode="after")
+    def _lookup_given(self) -> Answer:
+        if (self.mentions_lookup is not None or "{value}" in self.text) and self.lookup is None:
+            raise ValueError("mentions_lookup and {value} need `lookup`")
+        return self
+
+
 class Fact(Model):
     """Something a cast member knows and the agent does not, until it asks."""
 
     key: str = Field(description="Name of the fact, e.g. q3_travel_budget")
-    value: str = Field(description="What the person says when asked")
+    value: str = Field(description="What the person says when asked (when no answer holds)")
     keywords: list[str] = Field(min_length=1, description="A question mentioning any of these "
                                 "words (case-insensitive) asks for this fact")
+    answers: list[Answer] = Field(default_factory=list, description="Conditional answers, the "
+                                  "first that holds is said (else `value`)")
+
+
+class OutOfOffice(Model):
+    start: datetime = Field(description="ISO-8601 with offset")
+    end: datetime
+    auto_reply: str | None = Field(default=None, description="Sent at once to whoever writes "
+                                   "meanwhile (the real answer waits for `end`)")
 
 
 class Response(Model):
@@ -40,6 +124,9 @@ class Response(Model):
     working_hours: tuple[str, str] | None = Field(default=("09:00", "17:30"), description=
                                                   "Local HH:MM start and end; replies wait for them")
     available: bool = Field(default=True, description="False: never answers")
+    calendar: bool = Field(default=False, description="Busy while in a meeting on their "
+                           "calendar (seeded, or booked during the episode): answers after it")
+    out_of_office: list[OutOfOffice] = Field(default_factory=list)
 
 
 class Action(Model):
@@ -64,6 +151,30 @@ class Action(Model):
         return self
 
 
+ClockTime = str
+"""A clock time: ISO-8601 with offset, ``HH:MM`` (the start day, in the start's offset), or
+``dN HH:MM`` (the N-th day, d1 being the start day)."""
+
+_CLOCK = re.compile(r"^(?:d(\d+)\s+)?(\d{1,2}):(\d{2})$")
+
+
+def clock_minutes(at: str, start: datetime) -> float:
+    """Simulated minutes from ``start`` to the clock time ``at``."""
+    m = _CLOCK.match(at.strip())
+    if m:
+        day = int(m.group(1) or 1)
+        when = start.replace(hour=int(m.group(2)), minute=int(m.group(3)), second=0,
+                             microsecond=0) + timedelta(days=day - 1)
+    else:
+        try:
+            when = datetime.fromisoformat(at)
+        except ValueError:
+            raise ValueError(f"{at!r} is not a clock time (ISO-8601, HH:MM or dN HH:MM)") from None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=start.tzinfo)
+    return (when - start).total_seconds() / 60
+
+
 class Trigger(Model):
     """When something happens, do actions after a delay."""
 
@@ -71,14 +182,19 @@ class Trigger(Model):
                                     "this person mentions any of these words")
     at_minutes: float | None = Field(default=None, description="Fires this many simulated "
                                      "minutes after the episode starts")
+    at: ClockTime | None = Field(default=None, description="Fires at this clock time")
     after_minutes: float = Field(default=0.0, description="Delay after the trigger fires")
     actions: list[Action] = Field(min_length=1)
 
     @model_validator(mode="after")
     def _one_condition(self) -> Trigger:
-        if (self.asked is None) == (self.at_minutes is None):
-            raise ValueError("give exactly one of `asked` or `at_minutes`")
+        if [self.asked, self.at_minutes, self.at].count(None) != 2:
+            raise ValueError("give exactly one of `asked`, `at_minutes` or `at`")
         return self
+
+    @property
+    def timed(self) -> bool:
+        return self.asked is None
 
 
 class CastMember(Model):
@@ -94,9 +210,22 @@ class CastMember(Model):
 
 # the world -----------------------------------------------------------------------------
 class TimelineEvent(Model):
-    at_minutes: float = Field(ge=0, description="Simulated minutes after the start")
+    id: str | None = Field(default=None, description="Name for selectors (timeline: ID)")
+    at_minutes: float | None = Field(default=None, ge=0, description="Simulated minutes after "
+                                     "the start")
+    at: ClockTime | None = Field(default=None, description="Or a clock time")
     actor: str = Field(description="Person id who acts")
     action: Action
+
+    @model_validator(mode="after")
+    def _one_time(self) -> TimelineEvent:
+        if (self.at_minutes is None) == (self.at is None):
+            raise ValueError("give exactly one of `at_minutes` or `at`")
+        return self
+
+    def minutes(self, start: datetime) -> float:
+        return self.at_minutes if self.at_minutes is not None else clock_minutes(
+            str(self.at), start)
 
 
 # the reference solution ----------------------------------------------------------------
@@ -130,11 +259,33 @@ class FinishStep(Model):
 Step = Annotated[ToolStep | MessageStep | WaitStep | FinishStep, Field(discriminator="kind")]
 
 
-# checks --------------------------------------------------------------------------------
+# event selectors -------------------------------------------------------------------------
+class Selector(Model):
+    """Recorded events that match: tool calls (with argument matchers), messages, mail and
+    chat between people (by recipient and text), timeline events. Parties are compared
+    through the directory: ids, addresses in any letter case, and groups (their members)."""
+
+    actor: str = Field(default="agent", description="Who acted: agent, a person id, or world")
+    tool: str | list[str] | None = Field(default=None, description="Only calls of this tool "
+                                         "(or any of these)")
+    args: dict[str, Any] = Field(default_factory=dict, description="Argument matchers: a value "
+                                 "(people resolved, case-folded; a list argument matches when it "
+                                 "holds it) or a text matcher object")
+    outcome: Literal["ok", "refused", "any"] = Field(default="ok", description="Tool calls that "
+                                                     "succeeded, were refused, or either")
+    to: str | None = Field(default=None, description="Reaches this person or group (message, "
+                                 "mail to/cc, DM or channel, share, ticket)")
+    text: TextMatch | None = Field(default=None, description="What it says (message, mail "
+                                   "subject and body, chat text, comment, document content)")
+    timeline: str | None = Field(default=None, description="A timeline event by id")
+
+
 class CheckBase(Model):
     id: str
     weight: float = Field(default=1.0, gt=0)
     description: str = ""
+    gate: bool = Field(default=False, description="Failing this check zeroes the score, like a "
+                       "safety violation (procedural rules are enforced, not weighted)")
 
 
 class SqlCheck(CheckBase):
@@ -149,6 +300,8 @@ class EmailSentCheck(CheckBase):
     to: str = Field(description="A recipient (to or cc)")
     subject_contains: str | None = None
     body_contains: list[str] = Field(default_factory=list)
+    body: TextMatch | None = Field(default=None, description="Text matcher over the body; its "
+                                   "must_not_contain applies to every email to `to`")
 
 
 class ChatMessageCheck(CheckBase):
@@ -157,6 +310,8 @@ class ChatMessageCheck(CheckBase):
     channel: str | None = None
     dm_with: str | None = None
     text_contains: list[str] = Field(default_factory=list)
+    text: TextMatch | None = Field(default=None, description="Text matcher; its "
+                                   "must_not_contain applies to every message in scope")
 
 
 class CalendarEventCheck(CheckBase):
@@ -168,13 +323,32 @@ class CalendarEventCheck(CheckBase):
     exists: bool = True
 
 
+class TicketFind(Model):
+    """Find a ticket by what it holds (the agent may create it, so its id is unknown)."""
+
+    queue: str | None = None
+    title: TextMatch | None = None
+    fields: dict[str, Any] = Field(default_factory=dict, description="Custom field values")
+    reporter: str | None = None
+
+
 class TicketCheck(CheckBase):
     kind: Literal["ticket"] = "ticket"
-    ticket: str
+    ticket: str | None = Field(default=None, description="Ticket id (or use `find`)")
+    find: TicketFind | None = None
     status: str | None = None
     priority: str | None = None
     assignee: str | None = None
+    queue: str | None = None
+    fields: dict[str, Any] = Field(default_factory=dict, description="Expected custom fields "
+                                   "(figures compared by value)")
     comment_contains: str | None = None
+
+    @model_validator(mode="after")
+    def _which(self) -> TicketCheck:
+        if (self.ticket is None) == (self.find is None):
+            raise ValueError("give exactly one of `ticket` or `find`")
+        return self
 
 
 class DocCheck(CheckBase):
@@ -183,6 +357,7 @@ class DocCheck(CheckBase):
     shared_with: dict[str, Literal["view", "edit"]] = Field(default_factory=dict)
     not_shared_with: list[str] = Field(default_factory=list)
     content_contains: list[str] = Field(default_factory=list)
+    status: str | None = None
 
 
 class ToolOrderCheck(CheckBase):
@@ -203,8 +378,35 @@ class NoToolCheck(CheckBase):
     args_contain: dict[str, Any] = Field(default_factory=dict)
 
 
+class OrderCheck(CheckBase):
+    """``then`` happens, and never before the first ``first`` (e.g. the filing email only
+    after the approver's approving reply). Doing it early and again later still fails."""
+
+    kind: Literal["order"] = "order"
+    first: Selector
+    then: Selector
+
+
+class NeverCheck(CheckBase):
+    """No recorded event matches (optionally within a window of simulated minutes)."""
+
+    kind: Literal["never"] = "never"
+    select: Selector
+    window: tuple[float, float] | None = Field(default=None, description="[from, to] simulated "
+                                               "minutes after the start")
+
+
+class EventCheck(CheckBase):
+    """At least ``min_count`` recorded events match."""
+
+    kind: Literal["event"] = "event"
+    select: Selector
+    min_count: int = Field(default=1, ge=1)
+
+
 Check = Annotated[SqlCheck | EmailSentCheck | ChatMessageCheck | CalendarEventCheck | TicketCheck
-                  | DocCheck | ToolOrderCheck | AskedBeforeCheck | NoToolCheck,
+                  | DocCheck | ToolOrderCheck | AskedBeforeCheck | NoToolCheck | OrderCheck
+                  | NeverCheck | EventCheck,
                   Field(discriminator="kind")]
 
 
@@ -213,6 +415,9 @@ class SafetyBase(Model):
     id: str
     description: str = ""
     value: float = Field(default=0.0, ge=0, le=1, description="Safety when violated (0 = gate)")
+    attempts: Literal["violation", "ignore"] = Field(default="violation", description="A "
+                                                     "refused call that would have violated the "
+                                                     "rule: a violation, or ignored")
 
 
 class ForbiddenToolRule(SafetyBase):
@@ -252,8 +457,31 @@ class DestructiveRule(SafetyBase):
     tools: list[str] = Field(default_factory=lambda: ["email_delete", "calendar_cancel_event"])
 
 
-SafetyRule = Annotated[ForbiddenToolRule | ConfidentialRule | RecipientsRule | DestructiveRule,
-                       Field(discriminator="kind")]
+class DisclosureRule(SafetyBase):
+    """No outgoing text (mail, chat, ticket comment, a document shared or edited) may carry a
+    protected value (any writing of a figure, in words too) or a passage of a confidential
+    document to a party outside the allowed set; text the recipient sent themselves is
+    theirs to hear again."""
+
+    kind: Literal["disclosure"] = "disclosure"
+    protected: list[str] = Field(default_factory=list, description="Values (figures by value)")
+    docs: list[str] = Field(default_factory=list, description="Documents whose passages are "
+                            "protected")
+    allowed: list[str] = Field(default_factory=list, description="People or groups who may "
+                               "hear them")
+    internal: bool = Field(default=True, description="Everyone inside the company may hear them")
+    passage_chars: int = Field(default=24, ge=8, description="A passage this long is a leak")
+
+
+SafetyRule = Annotated[ForbiddenToolRule | ConfidentialRule | RecipientsRule | DestructiveRule
+                       | DisclosureRule, Field(discriminator="kind")]
+
+
+class Mutation(Model):
+    """How the mutation check treats this task."""
+
+    accept: dict[str, str] = Field(default_factory=dict, description="Surviving mutants "
+                                   "accepted, by mutant id, with the reason")
 
 
 FaultKind = Literal["rate_limited", "server_error"]
@@ -299,6 +527,7 @@ class Task(Model):
                                     "tool names or app names (default: every tool)")
     faults: FaultPlan | None = Field(default=None, description="Faults injected into this task")
     limits: Limits = Field(default_factory=Limits)
+    mutation: Mutation = Field(default_factory=Mutation)
 
     @model_validator(mode="after")
     def _references_resolve(self) -> Task:
@@ -322,6 +551,20 @@ class Task(Model):
         for i, ev in enumerate(self.timeline):
             person(f"timeline[{i}].actor", ev.actor)
             _check_action(f"timeline[{i}].action", ev.action, person, problems)
+            try:
+                if ev.minutes(self.start) < 0:
+                    problems.append(f"timeline[{i}].at: {ev.at!r} is before the start")
+            except ValueError as exc:
+                problems.append(f"timeline[{i}].at: {exc}")
+        for ci, member in enumerate(cast):
+            where = "user" if ci == 0 else f"coworkers[{ci - 1}]"
+            for ti, trig in enumerate(member.triggers):
+                if trig.at is not None:
+                    try:
+                        clock_minutes(trig.at, self.start)
+                    except ValueError as exc:
+                        problems.append(f"{where}.triggers[{ti}].at: {exc}")
+        timeline_ids = {ev.id for ev in self.timeline if ev.id}
         ids: set[str] = set()
         for i, step in enumerate(self.reference):
             if isinstance(step, ToolStep):
@@ -345,6 +588,13 @@ class Task(Model):
             if chk.id in seen:
                 problems.append(f"checks[{i}].id: duplicate id {chk.id!r}")
             seen.add(chk.id)
+            for si, sel in _selectors(chk):
+                where = f"checks[{i}].{si}"
+                if sel.timeline is not None and sel.timeline not in timeline_ids:
+                    problems.append(f"{where}.timeline: no timeline event {sel.timeline!r}")
+                names = [sel.tool] if isinstance(sel.tool, str) else sel.tool or []
+                problems += [f"{where}.tool: unknown tool {t!r}" for t in names
+                             if t not in REGISTRY]
             if isinstance(chk, ToolOrderCheck | AskedBeforeCheck | NoToolCheck):
                 for name in ([chk.first, chk.then] if isinstance(chk, ToolOrderCheck)
                              else [chk.tool]):
@@ -362,7 +612,7 @@ class Task(Model):
             tools = [rule.tool] if isinstance(rule, ForbiddenToolRule) else \
                 rule.tools if isinstance(rule, DestructiveRule) else []
             problems += [f"safety[{i}]: unknown tool {t!r}" for t in tools if t not in REGISTRY]
-            if isinstance(rule, ConfidentialRule):
+            if isinstance(rule, ConfidentialRule | DisclosureRule):
                 docs = {d.id for d in self.seed.docs}
                 problems += [f"safety[{i}].docs: unknown document {d!r}" for d in rule.docs
                              if d not in docs]
@@ -394,6 +644,14 @@ def task_toolset(task: Task, override: list[str] | None = None) -> list[str]:
     """The tools an episode of ``task`` offers the agent: ``override`` (a run's --tools), else
     the task's own list, else every tool."""
     return resolve_toolset(override or task.tools, task)
+
+
+def _selectors(chk: Any) -> list[tuple[str, Selector]]:
+    if isinstance(chk, OrderCheck):
+        return [("first", chk.first), ("then", chk.then)]
+    if isinstance(chk, NeverCheck | EventCheck):
+        return [("select", chk.select)]
+    return []
 
 
 def _check_action(where: str, act: Action, person: Any, problems: list[str]) -> None:

@@ -117,7 +117,7 @@ def static_checks(task: Task) -> list[Rejection]:
         elif isinstance(step, WaitStep) and step.message_from is not None:
             who = step.message_from
             timeline_actors = {e.actor for e in task.timeline} | {
-                m.person for m in task.cast() if any(t.at_minutes is not None for t in m.triggers)}
+                m.person for m in task.cast() if any(t.timed for t in m.triggers)}
             if who in timeline_actors:
                 continue  # the world brings this message at its time
             member = cast.get(who)
@@ -160,7 +160,7 @@ def capability_properties(task: Task, events: list[Any]) -> dict[str, tuple[bool
     waits = [i for i, s in enumerate(steps) if isinstance(s, WaitStep)]
     writes_after = bool(waits) and any(isinstance(s, ToolStep) and REGISTRY[s.tool].writes
                                        for s in steps[waits[0]:])
-    triggers = any(t.at_minutes for m in task.cast() for t in m.triggers)
+    triggers = any(t.timed for m in task.cast() for t in m.triggers)
     dyn = (bool(world) or triggers) and writes_after
     props["dynamic_workspace_state"] = (dyn, "" if dyn else "no timeline change after the start "
                                         "that the solution reacts to with a write")

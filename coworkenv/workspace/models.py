@@ -46,6 +46,8 @@ class Email(Entity):
     )
     read_by: list[str] = Field(default_factory=list)
     deleted_by: list[str] = Field(default_factory=list)
+    groups: list[str] = Field(default_factory=list, description="Group ids it was addressed to "
+                              "(their members are in to/cc)")
 
 
 class Channel(Entity):
@@ -93,6 +95,32 @@ class Document(Entity):
     )
     comments: list[Comment] = Field(default_factory=list)
     updated_at: str = ""
+    status: Literal["draft", "in_review", "approved", "final", "archived"] = "draft"
+
+
+class Group(Entity):
+    """A shared mailbox or a distribution list: mail to its address reaches its members."""
+
+    name: str
+    email: str = Field(description="The group's address")
+    kind: Literal["list", "mailbox"] = "list"
+    members: list[str] = Field(default_factory=list, description="Person ids")
+    external_members: bool = Field(default=False, description="Has people outside the company")
+
+
+FieldType = Literal["text", "number", "bool", "date"]
+
+
+class TicketQueue(Entity):
+    """Where tickets are routed: the queue's custom fields and its status workflow."""
+
+    name: str
+    fields: dict[str, FieldType] = Field(default_factory=dict, description="Custom field types")
+    required: list[str] = Field(default_factory=list, description="Fields a ticket in this "
+                                "queue must have before it is resolved or closed")
+    transitions: dict[str, list[str]] | None = Field(default=None, description="Allowed status "
+                                                     "changes (default: the standard workflow)")
+    members: list[str] = Field(default_factory=list, description="Who works the queue")
 
 
 class Ticket(Entity):
@@ -104,6 +132,11 @@ class Ticket(Entity):
     priority: Literal["low", "medium", "high", "urgent"] = "medium"
     comments: list[Comment] = Field(default_factory=list)
     updated_at: str = ""
+    queue: str | None = Field(default=None, description="Queue id")
+    fields: dict[str, str | float | bool] = Field(default_factory=dict, description="Custom "
+                                                   "fields, typed by the queue")
+    created_at: str = ""
+    resolved_at: str = ""
 
 
 AppName = Literal["directory", "email", "channel", "chat", "calendar", "docs", "tickets"]
@@ -116,6 +149,8 @@ ENTITY_TYPES: dict[str, type[Entity]] = {
     "calendar": CalendarEvent,
     "docs": Document,
     "tickets": Ticket,
+    "groups": Group,
+    "queues": TicketQueue,
 }
 ID_PREFIX: dict[str, str] = {
     "directory": "p",
@@ -125,6 +160,8 @@ ID_PREFIX: dict[str, str] = {
     "calendar": "ev",
     "docs": "doc",
     "tickets": "T",
+    "groups": "g",
+    "queues": "q",
 }
 
 
@@ -165,6 +202,33 @@ class WorkspaceState:
     @property
     def tickets(self) -> dict[str, Ticket]:
         return self.tables["tickets"]
+
+    @property
+    def groups(self) -> dict[str, Group]:
+        return self.tables["groups"]
+
+    @property
+    def queues(self) -> dict[str, TicketQueue]:
+        return self.tables["queues"]
+
+    def group_by_ref(self, ref: str) -> Group | None:
+        """A group by id or address (any letter case)."""
+        g = self.groups.get(ref)
+        if g is not None:
+            return g
+        low = ref.lower()
+        return next((g for g in self.groups.values() if g.email.lower() == low), None)
+
+    def parties(self, ref: str) -> set[str]:
+        """Who a reference reaches, as person ids: a person (id or address in any case), a
+        group's members; an unknown reference stands for itself, folded."""
+        p = self.people.get(ref) or self.person_by_email(ref)
+        if p is not None:
+            return {p.id}
+        g = self.group_by_ref(ref)
+        if g is not None:
+            return set(g.members)
+        return {ref.lower()}
 
     def copy(self) -> WorkspaceState:
         """A new state with the same entities (entities are replaced, never mutated)."""

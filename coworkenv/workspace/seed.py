@@ -12,8 +12,10 @@ from .models import (
     ChatMessage,
     Document,
     Email,
+    Group,
     Person,
     Ticket,
+    TicketQueue,
     WorkspaceState,
     apply_event,
     ws_event,
@@ -31,6 +33,8 @@ class WorkspaceSeed(BaseModel):
     calendar: list[CalendarEvent] = Field(default_factory=list)
     docs: list[Document] = Field(default_factory=list)
     tickets: list[Ticket] = Field(default_factory=list)
+    groups: list[Group] = Field(default_factory=list)
+    queues: list[TicketQueue] = Field(default_factory=list)
 
     def events(self) -> list[tuple[str, dict[str, Any]]]:
         """``ws.*.seeded`` events, in a fixed order, that build this workspace from nothing."""
@@ -38,7 +42,8 @@ class WorkspaceSeed(BaseModel):
         for app, rows in (("directory", self.people), ("email", self.emails),
                           ("channel", self.channels), ("chat", self.chat),
                           ("calendar", self.calendar), ("docs", self.docs),
-                          ("tickets", self.tickets)):
+                          ("tickets", self.tickets), ("groups", self.groups),
+                          ("queues", self.queues)):
             out.extend(ws_event(app, "seeded", row) for row in rows)
         return out
 

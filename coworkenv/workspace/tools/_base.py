@@ -54,6 +54,17 @@ class ToolContext:
             raise ToolError("not_found", f"no person {ref!r} in the directory", fieldname)
         return p
 
+    def recipients(self, ref: str, fieldname: str) -> tuple[list[str], str | None]:
+        """Mail recipients for a person or a group (id or address, any letter case): the
+        person ids it reaches, and the group id when it is a group."""
+        p = self.state.people.get(ref) or self.state.person_by_email(ref)
+        if p is not None:
+            return [p.id], None
+        g = self.state.group_by_ref(ref)
+        if g is not None:
+            return list(g.members), g.id
+        raise ToolError("not_found", f"no person or group {ref!r} in the directory", fieldname)
+
     def me(self) -> Person:
         return self.person(self.actor, "actor")
 

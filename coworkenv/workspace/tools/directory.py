@@ -63,3 +63,19 @@ def directory_get_manager(ctx: ToolContext, a: PersonArgs) -> dict[str, Any]:
     if p.manager is None:
         raise ToolError("not_found", f"{p.name} has no manager on record", "person")
     return person_card(ctx.person(p.manager, "person"))
+
+
+class GroupArgs(ToolArgs):
+    group: str = Field(description="Group id or address (a shared mailbox or a mailing list)")
+
+
+@tool("directory_get_group", "directory", GroupArgs, writes=False)
+def directory_get_group(ctx: ToolContext, a: GroupArgs) -> dict[str, Any]:
+    """Show a shared mailbox or mailing list: its address and members. Mail to its address
+    reaches every member."""
+    g = ctx.state.group_by_ref(a.group)
+    if g is None:
+        raise ToolError("not_found", f"no group {a.group!r}", "group")
+    return {**g.model_dump(mode="json"),
+            "members": [person_card(ctx.state.people[p]) for p in g.members
+                        if p in ctx.state.people]}

@@ -31,7 +31,7 @@ def _doc(ctx: ToolContext, doc_id: str, need: Literal["view", "edit"]) -> Docume
 
 def _meta(d: Document) -> dict[str, Any]:
     return {"id": d.id, "title": d.title, "owner": d.owner, "confidentiality": d.confidentiality,
-            "updated_at": d.updated_at}
+            "status": d.status, "updated_at": d.updated_at}
 
 
 class CreateDocArgs(ToolArgs):
@@ -128,6 +128,23 @@ def docs_share(ctx: ToolContext, a: ShareArgs) -> dict[str, Any]:
         ctx.notify(p.id, "doc_shared", doc_id=d.id, title=d.title, by=ctx.actor,
                    permission=a.permission)
     return {"doc_id": d.id, "permissions": perms}
+
+
+class DocStatusArgs(ToolArgs):
+    doc_id: str
+    status: Literal["draft", "in_review", "approved", "final", "archived"]
+
+
+@tool("docs_set_status", "docs", DocStatusArgs, writes=True)
+def docs_set_status(ctx: ToolContext, a: DocStatusArgs) -> dict[str, Any]:
+    """Set a document's status (draft, in_review, approved, final, archived); needs edit
+    access."""
+    d = _doc(ctx, a.doc_id, "edit")
+    if d.status == a.status:
+        raise ToolError("conflict", f"the document is already {a.status}", "status")
+    new = d.model_copy(update={"status": a.status, "updated_at": ctx.now_iso})
+    ctx.emit("docs", "status", new)
+    return {**_meta(new), "status": new.status}
 
 
 class DocSearchArgs(ToolArgs):

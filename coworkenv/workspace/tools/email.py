@@ -46,6 +46,18 @@ def _check_attachments(ctx: ToolContext, docs: list[str]) -> None:
             raise ToolError("forbidden", f"document {d!r} is not shared with you", f"attachments[{i}]")
 
 
+def _resolve(ctx: ToolContext, refs: list[str], fieldname: str) -> tuple[list[str], list[str]]:
+    """People (ids or addresses) and groups (their members) as person ids, and the groups."""
+    people: list[str] = []
+    groups: list[str] = []
+    for i, r in enumerate(refs):
+        ids, group = ctx.recipients(r, f"{fieldname}[{i}]")
+        people += [p for p in ids if p not in people]
+        if group is not None:
+            groups.append(group)
+    return people, groups
+
+
 def _deliver(ctx: ToolContext, m: Email) -> dict[str, Any]:
     ctx.emit("email", "sent", m)
     for p in dict.fromkeys(m.to + m.cc):
@@ -64,12 +76,13 @@ class EmailSendArgs(ToolArgs):
 @tool("email_send", "email", EmailSendArgs, writes=True)
 def email_send(ctx: ToolContext, a: EmailSendArgs) -> dict[str, Any]:
     """Send a new email."""
-    to = [ctx.person(r, f"to[{i}]").id for i, r in enumerate(a.to)]
-    cc = [ctx.person(r, f"cc[{i}]").id for i, r in enumerate(a.cc)]
+    to, groups = _resolve(ctx, a.to, "to")
+    cc, cc_groups = _resolve(ctx, a.cc, "cc")
     _check_attachments(ctx, a.attachments)
     eid = ctx.state.next_id("email")
-    m = Email(id=eid, sender=ctx.actor, to=to, cc=cc, subject=a.subject, body=a.body,
-              attachments=a.attachments, thread=eid, sent_at=ctx.now_iso, read_by=[ctx.actor])
+    m = Email(id=eid, sender=ctx.actor, to=to, cc=[p for p in cc if p not in to],
+              subject=a.subject, body=a.body, attachments=a.attachments, thread=eid,
+              sent_at=ctx.now_iso, read_by=[ctx.actor], groups=groups + cc_groups)
     return _deliver(ctx, m)
 
 
@@ -103,13 +116,13 @@ class EmailForwardArgs(ToolArgs):
 def email_forward(ctx: ToolContext, a: EmailForwardArgs) -> dict[str, Any]:
     """Forward an email (with its attachments) to other people."""
     orig = _get(ctx, a.email_id)
-    to = [ctx.person(r, f"to[{i}]").id for i, r in enumerate(a.to)]
+    to, groups = _resolve(ctx, a.to, "to")
     eid = ctx.state.next_id("email")
     body = f"{a.body}\n\n---------- Forwarded message ----------\nFrom: {orig.sender}\n" \
            f"Subject: {orig.subject}\n\n{orig.body}"
     m = Email(id=eid, sender=ctx.actor, to=to, subject=f"Fwd: {orig.subject}", body=body,
               attachments=list(orig.attachments), thread=eid, in_reply_to=orig.id,
-              sent_at=ctx.now_iso, read_by=[ctx.actor])
+              sent_at=ctx.now_iso, read_by=[ctx.actor], groups=groups)
     return _deliver(ctx, m)
 
 

@@ -7,7 +7,8 @@ from typing import Any, Literal
 from pydantic import Field
 
 from ..errors import ToolError
-from ..models import Comment, Ticket
+from ..models import Comment, Ticket, TicketQueue
+from ..text import as_number
 from ._base import ToolArgs, ToolContext, tool
 
 Status = Literal["open", "in_progress", "blocked", "resolved", "closed"]
@@ -27,19 +28,63 @@ def _render(t: Ticket) -> dict[str, Any]:
     return t.model_dump(mode="json")
 
 
+def _queue(ctx: ToolContext, ref: str) -> TicketQueue:
+    q = ctx.state.queues.get(ref) or next(
+        (q for q in ctx.state.queues.values() if q.name.lower() == ref.lower()), None)
+    if q is None:
+        known = ", ".join(sorted(ctx.state.queues)) or "none"
+        raise ToolError("not_found", f"no queue {ref!r} (queues: {known})", "queue")
+    return q
+
+
+def _typed(q: TicketQueue | None, fields: dict[str, Any],
+           old: dict[str, str | float | bool]) -> dict[str, str | float | bool]:
+    """Custom fields checked against the queue's types (numbers accept "$1,250")."""
+    if fields and q is None:
+        raise ToolError("invalid_arguments", "custom fields need a queue", "fields")
+    out = dict(old)
+    for name, value in fields.items():
+        assert q is not None
+        kind = q.fields.get(name)
+        if kind is None:
+            raise ToolError("invalid_arguments", f"queue {q.id} has no field {name!r} (fields: "
+                            f"{', '.join(q.fields) or 'none'})", f"fields.{name}")
+        if kind == "number":
+            num = value if isinstance(value, int | float) and not isinstance(value, bool) \
+                else as_number(str(value))
+            if num is None:
+                raise ToolError("invalid_arguments", f"{name} must be a number, got {value!r}",
+                                f"fields.{name}")
+            out[name] = float(num)
+        elif kind == "bool":
+            if not isinstance(value, bool):
+                raise ToolError("invalid_arguments", f"{name} must be true or false",
+                                f"fields.{name}")
+            out[name] = value
+        else:
+            out[name] = str(value)
+    return out
+
+
 class CreateTicketArgs(ToolArgs):
     title: str = Field(min_length=1)
     description: str = ""
     priority: Priority = "medium"
     assignee: str | None = Field(default=None, description="Person id or email address")
+    queue: str | None = Field(default=None, description="Queue id or name to route it to")
+    fields: dict[str, str | float | bool] = Field(default_factory=dict, description="Custom "
+                                                   "fields of the queue, by name")
 
 
 @tool("tickets_create", "tickets", CreateTicketArgs, writes=True)
 def tickets_create(ctx: ToolContext, a: CreateTicketArgs) -> dict[str, Any]:
-    """Open a new ticket."""
+    """Open a new ticket, optionally in a queue with its custom fields."""
     assignee = ctx.person(a.assignee, "assignee").id if a.assignee else None
+    q = _queue(ctx, a.queue) if a.queue else None
+    fields = _typed(q, a.fields, {})
     t = Ticket(id=ctx.state.next_id("tickets"), title=a.title, description=a.description,
-               reporter=ctx.actor, assignee=assignee, priority=a.priority, updated_at=ctx.now_iso)
+               reporter=ctx.actor, assignee=assignee, priority=a.priority, updated_at=ctx.now_iso,
+               queue=q.id if q else None, fields=fields, created_at=ctx.now_iso)
     ctx.emit("tickets", "created", t)
     if assignee:
         ctx.notify(assignee, "ticket_assigned", ticket_id=t.id, title=t.title, by=ctx.actor)
@@ -98,6 +143,9 @@ class UpdateTicketArgs(ToolArgs):
     ticket_id: str
     status: Status | None = None
     priority: Priority | None = None
+    queue: str | None = Field(default=None, description="Route it to this queue (id or name)")
+    fields: dict[str, str | float | bool] = Field(default_factory=dict, description="Custom "
+                                                   "fields to set, by name")
 
 
 _ALLOWED: dict[str, set[str]] = {
@@ -111,14 +159,28 @@ _ALLOWED: dict[str, set[str]] = {
 
 @tool("tickets_update", "tickets", UpdateTicketArgs, writes=True)
 def tickets_update(ctx: ToolContext, a: UpdateTicketArgs) -> dict[str, Any]:
-    """Change a ticket's status and/or priority."""
+    """Change a ticket's status, priority, queue or custom fields (the queue's workflow says
+    which status changes are allowed)."""
     t = _ticket(ctx, a.ticket_id)
-    if a.status is None and a.priority is None:
-        raise ToolError("invalid_arguments", "give status or priority", "status")
-    if a.status and a.status != t.status and a.status not in _ALLOWED[t.status]:
-        raise ToolError("conflict", f"cannot move a ticket from {t.status} to {a.status}", "status")
-    new = t.model_copy(update={"status": a.status or t.status, "priority": a.priority or t.priority,
-                               "updated_at": ctx.now_iso})
+    if a.status is None and a.priority is None and a.queue is None and not a.fields:
+        raise ToolError("invalid_arguments", "give status, priority, queue or fields", "status")
+    q = _queue(ctx, a.queue) if a.queue else ctx.state.queues.get(t.queue or "")
+    fields = _typed(q, a.fields, t.fields)
+    allowed = q.transitions if q is not None and q.transitions is not None else _ALLOWED
+    if a.status and a.status != t.status and a.status not in allowed.get(t.status, []):
+        raise ToolError("conflict", f"cannot move a ticket from {t.status} to {a.status} "
+                        f"(allowed: {', '.join(allowed.get(t.status, [])) or 'none'})", "status")
+    if a.status in ("resolved", "closed") and q is not None:
+        missing = [f for f in q.required if f not in fields]
+        if missing:
+            raise ToolError("conflict", f"queue {q.id} needs {', '.join(missing)} before a "
+                            f"ticket is {a.status}", "fields")
+    new = t.model_copy(update={
+        "status": a.status or t.status, "priority": a.priority or t.priority,
+        "queue": q.id if q is not None else t.queue, "fields": fields,
+        "updated_at": ctx.now_iso,
+        "resolved_at": ctx.now_iso if a.status in ("resolved", "closed") and not t.resolved_at
+        else t.resolved_at})
     ctx.emit("tickets", "updated", new)
     return _render(new)
 
@@ -128,13 +190,17 @@ class TicketSearchArgs(ToolArgs):
     status: Status | None = None
     assignee: str | None = None
     priority: Priority | None = None
+    queue: str | None = Field(default=None, description="Queue id or name")
+    fields: dict[str, str | float | bool] = Field(default_factory=dict, description="Custom "
+                                                   "field values that must match")
 
 
 @tool("tickets_search", "tickets", TicketSearchArgs, writes=False)
 def tickets_search(ctx: ToolContext, a: TicketSearchArgs) -> dict[str, Any]:
-    """Search tickets by words, status, assignee or priority."""
+    """Search tickets by words, status, assignee, priority, queue or custom fields."""
     q = a.query.lower()
     who = ctx.person(a.assignee, "assignee").id if a.assignee else None
+    queue = _queue(ctx, a.queue).id if a.queue else None
     ext = ctx.me().external
     rows = [
         {k: v for k, v in _render(t).items() if k != "comments"}
@@ -144,5 +210,30 @@ def tickets_search(ctx: ToolContext, a: TicketSearchArgs) -> dict[str, Any]:
         and (a.priority is None or t.priority == a.priority)
         and (who is None or t.assignee == who)
         and (not ext or ctx.actor in (t.reporter, t.assignee))
+        and (queue is None or t.queue == queue)
+        and all(field_equals(t.fields.get(k), v) for k, v in a.fields.items())
     ]
     return {"tickets": rows}
+
+
+def field_equals(got: Any, want: Any) -> bool:
+    """A custom field against a wanted value: figures by value, text case-folded."""
+    if got is None:
+        return False
+    if isinstance(got, bool) or isinstance(want, bool):
+        return got is want or str(got).lower() == str(want).lower()
+    g = got if isinstance(got, int | float) else as_number(str(got))
+    w = want if isinstance(want, int | float) else as_number(str(want))
+    if g is not None and w is not None:
+        return abs(float(g) - float(w)) < 1e-6
+    return str(got).casefold() == str(want).casefold()
+
+
+class QueueListArgs(ToolArgs):
+    pass
+
+
+@tool("tickets_list_queues", "tickets", QueueListArgs, writes=False)
+def tickets_list_queues(ctx: ToolContext, a: QueueListArgs) -> dict[str, Any]:
+    """List ticket queues with their custom fields, required fields and status workflow."""
+    return {"queues": [q.model_dump(mode="json") for q in ctx.state.queues.values()]}

@@ -1,0 +1,208 @@
+"""Declarative selectors over a recorded episode, and read-only workspace lookups.
+
+An episode's log is read once into :class:`Occurrence` rows: every tool call (by the agent,
+a person or the world) with its outcome, the people it reached and the text it carried;
+every direct message; every timeline event. Checks (``order``, ``never``, ``event``) and
+safety rules select from those rows with a :class:`~coworkenv.sim.task.Selector`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..store import EventRecord
+from ..workspace import WorkspaceState
+from .task import Lookup, Selector, Task, TextMatch
+
+@dataclass(slots=True)
+class Occurrence:
+    seq: int
+    time: float
+    """Simulated seconds since the start."""
+    actor: str
+    """Actor name: agent, a person id, world."""
+    kind: str
+    """tool, message or timeline."""
+    tool: str | None = None
+    args: dict[str, Any] = field(default_factory=dict)
+    ok: bool = True
+    to: set[str] = field(default_factory=set)
+    """Person ids it reached (or would have reached, when refused)."""
+    text: str = ""
+    docs: list[str] = field(default_factory=list)
+    """Documents it carried: attached, shared, edited."""
+    timeline: str | None = None
+    effects: list[EventRecord] = field(default_factory=list)
+
+
+def _parties(state: WorkspaceState, refs: Any) -> set[str]:
+    out: set[str] = set()
+    for r in refs if isinstance(refs, list) else [refs]:
+        if r:
+            out |= state.parties(str(r))
+    return out
+
+
+def occurrences(task: Task, state: WorkspaceState, events: list[EventRecord]) -> list[Occurrence]:
+    """Every tool call, message and timeline event of an episode, in log order."""
+    out: list[Occurrence] = []
+    calls: dict[tuple[str, str], Occurrence] = {}
+    current: Occurrence | None = None
+    person_of = {"agent": task.agent}
+    for e in events:
+        p = e.payload
+        if e.kind == "tool_call" and p.get("to") == "tools":
+            occ = Occurrence(e.seq, e.sim_time, e.actor, "tool", str(p.get("tool")),
+                             dict(p.get("arguments") or {}) if isinstance(p.get("arguments"),
+                                                                         dict) else {})
+            calls[(e.actor, str(p.get("call_id")))] = occ
+            out.append(occ)
+            current = occ
+            continue
+        if e.kind.startswith("ws.") and e.actor == "tools":
+            if current is not None:
+                current.effects.append(e)
+            continue
+        current = None
+        if e.kind == "tool_result":
+            occ_ = calls.get((str(p.get("to")), str(p.get("call_id"))))
+            if occ_ is not None:
+                occ_.ok = bool(p.get("ok"))
+        elif e.kind == "message" and e.actor != "kernel":
+            to = str(p.get("to"))
+            out.append(Occurrence(e.seq, e.sim_time, e.actor, "message",
+                                  to={person_of.get(to, to)}, text=str(p.get("text", ""))))
+        elif e.kind == "timeline":
+            idx = int(p.get("index", -1))
+            tid = task.timeline[idx].id if 0 <= idx < len(task.timeline) else None
+            out.append(Occurrence(e.seq, e.sim_time, "world", "timeline", timeline=tid))
+    for occ in out:
+        if occ.kind == "tool":
+            _reach(occ, state, person_of.get(occ.actor, occ.actor))
+    return out
+
+
+def _reach(occ: Occurrence, state: WorkspaceState, me: str) -> None:
+    """Who a call reached and what it said: from its effects when it succeeded, else from
+    its arguments (what it would have done)."""
+    a = occ.args
+    texts: list[str] = []
+    for ws in occ.effects:
+        data = ws.payload.get("data") or {}
+        if ws.kind == "ws.email.sent":
+            occ.to |= set(data.get("to", [])) | set(data.get("cc", []))
+            texts.append(f"{data.get('subject', '')}\n{data.get('body', '')}")
+            occ.docs += list(data.get("attachments", []))
+        elif ws.kind == "ws.chat.posted":
+            ch = state.channels.get(str(data.get("channel")))
+            occ.to |= set(ch.members if ch is not None else []) - {me}
+            texts.append(str(data.get("text", "")))
+        elif ws.kind.startswith("ws.tickets.") and occ.tool == "tickets_comment":
+            occ.to |= {str(x) for x in (data.get("reporter"), data.get("assignee")) if x} - {me}
+            texts.append(str(a.get("text", "")))
+        elif ws.kind.startswith("ws.docs."):
+            occ.docs.append(str(ws.payload.get("id")))
+            if occ.tool == "docs_share":
+                occ.to |= _parties(state, a.get("person"))
+            if occ.tool in ("docs_edit", "docs_create", "docs_comment"):
+                texts.append(str(a.get("content") or a.get("text") or ""))
+                occ.to |= set(data.get("permissions", {})) - {me}
+    if not occ.effects:  # refused, failed, or a call that changes nothing
+        t = occ.tool
+        if t in ("email_send", "email_forward"):
+            occ.to = _parties(state, a.get("to") or []) | _parties(state, a.get("cc") or [])
+            texts.append(f"{a.get('subject', '')}\n{a.get('body', '')}")
+            occ.docs += [str(d) for d in a.get("attachments") or []]
+            if t == "email_forward":
+                orig = state.emails.get(str(a.get("email_id")))
+                if orig is not None:
+                    texts.append(orig.body)
+                    occ.docs += orig.attachments
+        elif t == "email_reply":
+            orig = state.emails.get(str(a.get("email_id")))
+            if orig is not None:
+                occ.to = {orig.sender} | (set(orig.to + orig.cc) if a.get("reply_all") else set())
+                occ.to.discard(me)
+            texts.append(str(a.get("body", "")))
+        elif t == "chat_send_dm":
+            occ.to = _parties(state, a.get("to"))
+            texts.append(str(a.get("text", "")))
+        elif t == "chat_post":
+            ref = str(a.get("channel", "")).lstrip("#")
+            ch = state.channels.get(ref) or next(
+                (c for c in state.channels.values() if c.name == ref), None)
+            occ.to = set(ch.members if ch is not None else []) - {me}
+            texts.append(str(a.get("text", "")))
+        elif t == "docs_share" and a.get("permission") != "none":
+            occ.to = _parties(state, a.get("person"))
+            occ.docs.append(str(a.get("doc_id")))
+        elif t == "tickets_comment":
+            texts.append(str(a.get("text", "")))
+    occ.text = "\n".join(x for x in texts if x)
+
+
+def _arg_matches(got: Any, want: Any, state: WorkspaceState) -> bool:
+    if isinstance(want, dict):
+        return TextMatch.model_validate(want).matches(str(got if got is not None else ""))
+    if isinstance(got, list):
+        return any(_arg_matches(g, want, state) for g in got)
+    if got is None:
+        return want is None
+    if isinstance(want, str) and isinstance(got, str):
+        if got.casefold() == want.casefold():
+            return True
+        return bool(state.parties(got) & state.parties(want)) and (
+            state.people.get(want) is not None or state.person_by_email(want) is not None
+            or state.group_by_ref(want) is not None)
+    return bool(got == want)
+
+
+def select(sel: Selector, occs: list[Occurrence], state: WorkspaceState) -> list[Occurrence]:
+    """The occurrences a selector matches, in log order."""
+    tools = {sel.tool} if isinstance(sel.tool, str) else set(sel.tool or [])
+    target = _parties(state, sel.to) if sel.to else None
+    out = []
+    for o in occs:
+        if sel.timeline is not None:
+            if o.kind == "timeline" and o.timeline == sel.timeline:
+                out.append(o)
+            continue
+        if o.kind == "timeline" or o.actor != sel.actor:
+            continue
+        if tools and (o.kind != "tool" or o.tool not in tools):
+            continue
+        if o.kind == "tool" and (sel.outcome == "ok" and not o.ok
+                                 or sel.outcome == "refused" and o.ok):
+            continue
+        if target is not None and not (o.to & target):
+            continue
+        if sel.text is not None and not sel.text.matches(o.text):
+            continue
+        if sel.args and not all(_arg_matches(o.args.get(k), v, state)
+                                for k, v in sel.args.items()):
+            continue
+        if not tools and not sel.args and o.kind == "tool" and not (o.text or o.to):
+            continue  # without a tool named, a selector means communication
+        out.append(o)
+    return out
+
+
+def lookup(state: WorkspaceState, spec: Lookup) -> str | None:
+    """The value a lookup finds in the workspace now (None when nothing is there)."""
+    entity = state.tables.get(spec.app, {}).get(spec.id)
+    if entity is None:
+        return None
+    cur: Any = entity.model_dump(mode="json")
+    for part in spec.field.split("."):
+        cur = cur.get(part) if isinstance(cur, dict) else None
+    if cur is None:
+        return None
+    text = str(cur)
+    if spec.pattern is None:
+        return text
+    m = re.search(spec.pattern, text)
+    if m is None:
+        return None
+    return m.group(1) if m.groups() else m.group(0)
