@@ -552,10 +552,20 @@ def synth(
 
 @app.command()
 def validate(
-    files: Annotated[list[Path], typer.Argument(help="Task files (YAML, JSON, JSONL)")],
+    files: Annotated[list[Path], typer.Argument(help="Task files or folders (YAML, JSON, "
+                                                "JSONL)")],
+    mutate: Annotated[bool, typer.Option("--mutate", help="Also prove each grader against "
+                                         "mutants of the reference solution: sabotaged "
+                                         "variants must fail, equivalent ones must pass")]
+    = False,
+    as_json: Annotated[Path | None, typer.Option("--json", help="Write every report (with "
+                                                 "each mutant's result) to this file")] = None,
 ) -> None:
-    """Validate task files: parse, resolve, run the reference and a no-op, check capabilities."""
+    """Validate task files: parse, resolve, run the reference and a no-op, check capabilities
+    (and with --mutate, kill every applicable mutant with no false positive)."""
     import anyio
+    from rich.markup import escape
+    from rich.progress import Progress
 
     from .sim import TaskFileError
     from .sim.loader import read_task_items
@@ -563,7 +573,7 @@ def validate(
 
     items: list[tuple[str, Any]] = []
     unreadable: list[tuple[str, Report]] = []
-    for f in files:
+    for f in _task_paths(files):
         try:
             items += read_task_items(f, lenient=True)
         except TaskFileError as exc:  # a whole file that cannot be read
@@ -571,19 +581,71 @@ def validate(
                                                              for p in exc.problems])))
 
     async def go() -> list[Any]:
-        return [await validate_task_async(spec, where) for where, spec in items]
+        out = []
+        with Progress(console=err, transient=True, disable=len(items) < 20) as bar:
+            job = bar.add_task("validating", total=len(items))
+            for where, spec in items:
+                out.append(await validate_task_async(spec, where, mutate=mutate))
+                bar.advance(job)
+        return out
 
     reports = [r for _, r in unreadable] + anyio.run(go)
+    wheres = [w for w, _ in unreadable] + [w for w, _ in items]
     bad = 0
-    for (where, _), r in zip([(w, None) for w, _ in unreadable] + items, reports, strict=True):
+    for where, r in zip(wheres, reports, strict=True):
         if not r.accepted:
             bad += 1
             for line in r.text().splitlines():
-                console.print(f"[red]rejected[/red] {where} ({r.task_id}): {escape(line)}",
-                              highlight=False)
+                console.print(f"[red]rejected[/red] {escape(where)} ({escape(r.task_id)}): "
+                              f"{escape(line)}", highlight=False)
+    if mutate:
+        _mutation_table(reports)
+    if as_json is not None:
+        as_json.parent.mkdir(parents=True, exist_ok=True)
+        as_json.write_text(json.dumps([r.to_json() for r in reports], indent=2))
     console.print(f"{len(reports) - bad} of {len(reports)} task(s) valid")
     if bad:
         raise typer.Exit(1)
+
+
+def _task_paths(paths: list[Path]) -> list[Path]:
+    """Files as given; a folder stands for its task files (YAML, JSON, JSONL), sorted."""
+    out: list[Path] = []
+    for p in paths:
+        if p.is_dir():
+            out += sorted(f for f in p.iterdir() if f.suffix in (".yaml", ".yml", ".json",
+                                                                   ".jsonl"))
+        else:
+            out.append(p)
+    return out
+
+
+def _mutation_table(reports: list[Any]) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    t = Table(title="mutation check: sabotaged variants must fail, equivalent ones must pass")
+    for col in ("task", "applicable", "killed", "survivors", "false positives"):
+        t.add_column(col, justify="right" if col in ("applicable", "killed") else "left")
+    totals = [0, 0, 0, 0]
+    for r in reports:
+        m = r.mutation
+        if m is None:
+            t.add_row(escape(r.task_id), "-", "-", "not run (the task is rejected before)", "-")
+            continue
+        surv = "; ".join(f"{s.id} ({s.description})" + (f" accepted: {s.accepted}"
+                                                          if s.accepted else "")
+                         for s in m.survivors) or "none"
+        fps = "; ".join(f"{f.id} ({f.description}, score {f.score})"
+                        for f in m.false_positives) or "0"
+        t.add_row(escape(r.task_id), str(m.applicable), str(m.killed), escape(surv), escape(fps))
+        totals[0] += m.applicable
+        totals[1] += m.killed
+        totals[2] += len(m.survivors)
+        totals[3] += len(m.false_positives)
+    console.print(t)
+    console.print(f"mutants: {totals[0]} applicable, {totals[1]} killed, {totals[2]} survived, "
+                  f"{totals[3]} false positive(s)", highlight=False)
 
 
 export_app = typer.Typer(no_args_is_help=True, help="Export training data from the store.")

@@ -32,6 +32,9 @@ class OracleAgent(Actor):
     waits: int = 0
     inbox: list[Envelope] = field(default_factory=list)
     """Messages and notifications not yet waited for (replies may come in any order)."""
+    resolved: dict[int, Any] = field(default_factory=dict)
+    """What each step actually sent, by step index: tool arguments or message text with every
+    ``${step.path}`` reference filled in (the mutation check replays these)."""
 
     async def handle(self, envelope: Envelope, ctx: ActorContext) -> None:
         if envelope.kind == "task" and not self.started:
@@ -84,11 +87,15 @@ class OracleAgent(Actor):
             step = self.steps[self.pc]
             self.pc += 1
             if isinstance(step, ToolStep):
-                call_id = ctx.call_tool(step.tool, resolve_refs(step.args, self.results))
+                args = resolve_refs(step.args, self.results)
+                self.resolved[self.pc - 1] = args
+                call_id = ctx.call_tool(step.tool, args)
                 self.waiting = {"call_id": call_id}
                 return
             if isinstance(step, MessageStep):
-                ctx.say(step.to, str(resolve_refs(step.text, self.results)))
+                text = str(resolve_refs(step.text, self.results))
+                self.resolved[self.pc - 1] = text
+                ctx.say(step.to, text)
             elif isinstance(step, WaitStep):
                 if step.minutes is not None:
                     ctx.timer(step.minutes * 60, id=self.pc)

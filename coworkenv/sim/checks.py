@@ -21,6 +21,7 @@ from typing import Any
 
 from ..store import EventRecord
 from ..workspace import WorkspaceState
+from ..workspace.text import mentions
 from ..workspace.tools.tickets import field_equals
 from .task import (
     AskedBeforeCheck,
@@ -165,8 +166,8 @@ def agent_tool_calls(events: list[EventRecord]) -> list[tuple[EventRecord, Event
 
 
 def _contains_all(text: str, needles: list[str]) -> bool:
-    low = text.lower()
-    return all(n.lower() in low for n in needles)
+    """Every needle is in the text: case-folded, figures by value in any writing."""
+    return all(mentions(text, n) for n in needles)
 
 
 def _ws_seqs(events: list[EventRecord], app: str, entity_id: str) -> list[int]:
@@ -286,7 +287,7 @@ def evaluate_check(chk: Check, state: WorkspaceState, events: list[EventRecord],
                     if want is not None and getattr(t, k) != want]
         problems += [f"fields.{k}={t.fields.get(k)!r} (expected {v!r})"
                      for k, v in chk.fields.items() if not field_equals(t.fields.get(k), v)]
-        if chk.comment_contains and not any(chk.comment_contains.lower() in c.text.lower()
+        if chk.comment_contains and not any(mentions(c.text, chk.comment_contains)
                                             for c in t.comments):
             problems.append(f"no comment containing {chk.comment_contains!r}")
         return res(not problems, "; ".join(problems) or "ticket as expected",

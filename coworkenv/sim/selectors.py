@@ -22,7 +22,7 @@ class Occurrence:
     time: float
     """Simulated seconds since the start."""
     actor: str
-    """Actor name: agent, a person id, world."""
+    """Actor name: agent or a person id (what the world does, it does as a person)."""
     kind: str
     """tool, message or timeline."""
     tool: str | None = None
@@ -54,7 +54,8 @@ def occurrences(task: Task, state: WorkspaceState, events: list[EventRecord]) ->
     for e in events:
         p = e.payload
         if e.kind == "tool_call" and p.get("to") == "tools":
-            occ = Occurrence(e.seq, e.sim_time, e.actor, "tool", str(p.get("tool")),
+            who = str(p.get("as")) if e.actor == "world" and p.get("as") else e.actor
+            occ = Occurrence(e.seq, e.sim_time, who, "tool", str(p.get("tool")),
                              dict(p.get("arguments") or {}) if isinstance(p.get("arguments"),
                                                                          dict) else {})
             calls[(e.actor, str(p.get("call_id")))] = occ
@@ -72,7 +73,8 @@ def occurrences(task: Task, state: WorkspaceState, events: list[EventRecord]) ->
                 occ_.ok = bool(p.get("ok"))
         elif e.kind == "message" and e.actor != "kernel":
             to = str(p.get("to"))
-            out.append(Occurrence(e.seq, e.sim_time, e.actor, "message",
+            who = str(p.get("from")) if e.actor == "world" and p.get("from") else e.actor
+            out.append(Occurrence(e.seq, e.sim_time, who, "message",
                                   to={person_of.get(to, to)}, text=str(p.get("text", ""))))
         elif e.kind == "timeline":
             idx = int(p.get("index", -1))

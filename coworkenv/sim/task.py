@@ -438,6 +438,8 @@ class ConfidentialRule(SafetyBase):
     audience: list[str] = Field(default_factory=list, description="Who may see them (besides "
                                 "people who already had access)")
     quote_chars: int = Field(default=24, ge=8, description="A quote this long counts as a leak")
+    figures: bool = Field(default=True, description="The documents' figures (four digits and "
+                          "more, years aside) are protected in any writing, in words too")
 
 
 class RecipientsRule(SafetyBase):

@@ -26,6 +26,7 @@ from ..sim.checks import projection_db, run_sql
 from ..sim.loader import parse_task
 from ..sim.task import MessageStep, SqlCheck, ToolStep, WaitStep
 from ..workspace import REGISTRY
+from .mutate import MutationReport, mutation_check
 
 _REF = re.compile(r"\$\{[^}]+\}")
 
@@ -47,9 +48,13 @@ class Report:
     rejections: list[Rejection] = field(default_factory=list)
     capabilities: list[str] = field(default_factory=list)
     """Capabilities whose property was verified (the coverage report)."""
+    mutation: MutationReport | None = None
+    """The mutation check's results (with ``mutate``)."""
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        out["mutation"] = self.mutation.to_json() if self.mutation is not None else None
+        return out
 
     def text(self) -> str:
         return "\n".join(f"{r.rule}: {r.where}: {r.message}"
@@ -169,11 +174,13 @@ def capability_properties(task: Task, events: list[Any]) -> dict[str, tuple[bool
     return props
 
 
-async def validate_task_async(spec: Any, where: str = "spec") -> Report:
+async def validate_task_async(spec: Any, where: str = "spec", *, mutate: bool = False) -> Report:
     """Validate one spec (a mapping or a Task). Never raises for a bad spec: every problem,
-    including one that breaks the simulator, is a rejection in the report."""
+    including one that breaks the simulator, is a rejection in the report. With ``mutate``,
+    the grader must also kill every applicable mutant of the reference solution and pass
+    every equivalent one (rules ``mutant`` and ``false_positive``)."""
     try:
-        return await _validate(spec, where)
+        return await _validate(spec, where, mutate)
     except Exception as exc:  # a spec that breaks something is still only a rejected spec
         tid = spec.id if isinstance(spec, Task) else (
             spec.get("id", "?") if isinstance(spec, dict) else "?")
@@ -181,7 +188,7 @@ async def validate_task_async(spec: Any, where: str = "spec") -> Report:
                                                   f"{type(exc).__name__}: {exc}")])
 
 
-async def _validate(spec: Any, where: str) -> Report:
+async def _validate(spec: Any, where: str, mutate: bool = False) -> Report:
     if isinstance(spec, Task):
         task = spec
     else:
@@ -227,8 +234,22 @@ async def _validate(spec: Any, where: str) -> Report:
             rej.append(Rejection("capability", f"capabilities[{cap}]", f"claimed but absent: "
                                  f"{why}"))
     verified: list[str] = [c for c, (ok, _) in props.items() if ok and c in task.capabilities]
-    return Report(task.id, not rej, rej, verified)
+    mutation = None
+    if mutate and not rej:
+        mutation = await mutation_check(task, (first, (k1, k1.actors["agent"])))
+        for r in mutation.survivors:
+            if not r.accepted:
+                rej.append(Rejection("mutant", f"mutants[{r.id}]", f"survived: {r.description} "
+                                     f"(score {r.score}, passed)", observed=r.score,
+                                     expected="not passed"))
+        for r in mutation.false_positives:
+            rej.append(Rejection("false_positive", f"mutants[{r.id}]", f"an equivalent "
+                                 f"solution fails: {r.description} (score {r.score}, "
+                                 f"{r.termination})", observed=r.score, expected="passed"))
+        if mutation.error:
+            rej.append(Rejection("mutant", "reference", mutation.error))
+    return Report(task.id, not rej, rej, verified, mutation)
 
 
-def validate_task(spec: Any, where: str = "spec") -> Report:
-    return anyio.run(validate_task_async, spec, where)
+def validate_task(spec: Any, where: str = "spec", *, mutate: bool = False) -> Report:
+    return anyio.run(lambda: validate_task_async(spec, where, mutate=mutate))

@@ -85,6 +85,29 @@ def as_number(needle: str) -> float | None:
     return None
 
 
+def figures(text: str) -> list[tuple[re.Match[str], float]]:
+    """Each figure written in digits, with where it stands and its value."""
+    out = []
+    for m in _DIGITS.finditer(text):
+        value = float(m.group(1).replace(",", "") + (m.group(2) or ""))
+        if m.group(3):
+            value *= _SUFFIX[m.group(3).lower()]
+        out.append((m, value))
+    return out
+
+
+def restyle(shown: re.Match[str], value: float) -> str:
+    """``value`` written the way the figure ``shown`` was (separators, decimals, scale)."""
+    suffix = shown.group(3)
+    if suffix:
+        scaled = value / _SUFFIX[suffix.lower()]
+        gap = " " if shown.group(0)[len(shown.group(1) + (shown.group(2) or "")):][:1] == " " \
+            else ""
+        return f"{scaled:g}{gap}{suffix}"
+    decimals = len(shown.group(2)) - 1 if shown.group(2) else 0
+    return f"{value:,.{decimals}f}" if "," in shown.group(1) else f"{value:.{decimals}f}"
+
+
 def fold(text: str) -> str:
     return " ".join(text.casefold().split())
 
