@@ -50,6 +50,13 @@ def company_seed() -> WorkspaceSeed:
         "tickets": [{"id": "T1", "title": "Laptop broken", "reporter": "bob",
                      "assignee": "carol", "priority": "high"},
                     {"id": "T2", "title": "VPN access", "reporter": "vic", "status": "open"}],
+        "groups": [{"id": "g-fin", "name": "Finance team", "email": "finance@acme.test",
+                    "kind": "mailbox", "members": ["bob", "carol"]}],
+        "queues": [{"id": "q-exp", "name": "Expenses", "fields": {"amount": "number",
+                                                                  "cost_center": "text"},
+                    "required": ["amount"],
+                    "transitions": {"open": ["in_progress"], "in_progress": ["resolved"],
+                                    "resolved": ["closed"]}}],
     })
 
 

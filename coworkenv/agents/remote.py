@@ -24,11 +24,11 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
-from ..workspace import WorkspaceState
 from ..bus import Bus, BusError, BusTimeoutError, Envelope, new_id
 from ..sim.actor import Actor, ActorContext
 from ..sim.errors import EpisodeFailure
 from ..sim.task import Task
+from ..workspace import WorkspaceState
 
 HEARTBEAT_S = 1.0
 

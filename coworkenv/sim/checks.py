@@ -20,9 +20,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..store import EventRecord
-from ..workspace import WorkspaceState
+from ..workspace import ChatMessage, WorkspaceState
 from ..workspace.text import mentions
 from ..workspace.tools.tickets import field_equals
+from .selectors import Occurrence, occurrences, select
 from .task import (
     AskedBeforeCheck,
     CalendarEventCheck,
@@ -39,7 +40,6 @@ from .task import (
     TicketCheck,
     ToolOrderCheck,
 )
-from .selectors import Occurrence, occurrences, select
 
 
 @dataclass(slots=True)
@@ -226,11 +226,11 @@ def evaluate_check(chk: Check, state: WorkspaceState, events: list[EventRecord],
         scope = [m for m in state.emails.values()
                  if (to & set(m.to + m.cc) or (group is not None and group.id in m.groups))
                  and (chk.sender is None or m.sender == chk.sender)]
-        bad = [(m, n) for m in scope for n in (chk.body.forbidden(f"{m.subject}\n{m.body}")
-                                               if chk.body else [])]
-        if bad:
-            return res(False, f"email {bad[0][0].id} to {chk.to} says {bad[0][1]!r}",
-                       _ws_seqs(events, "email", bad[0][0].id))
+        stale = [(m, n) for m in scope for n in (chk.body.forbidden(f"{m.subject}\n{m.body}")
+                                                 if chk.body else [])]
+        if stale:
+            return res(False, f"email {stale[0][0].id} to {chk.to} says {stale[0][1]!r}",
+                       _ws_seqs(events, "email", stale[0][0].id))
         for m in scope:
             if (chk.subject_contains is None
                     or chk.subject_contains.lower() in m.subject.lower()) \
@@ -240,7 +240,7 @@ def evaluate_check(chk: Check, state: WorkspaceState, events: list[EventRecord],
         return res(False, f"no email to {chk.to} matching")
     if isinstance(chk, ChatMessageCheck):
         dm = state.parties(chk.dm_with) if chk.dm_with is not None else set()
-        scope = []
+        chats: list[ChatMessage] = []
         for msg in state.chat.values():
             ch = state.channels.get(msg.channel)
             if ch is None:
@@ -250,13 +250,13 @@ def evaluate_check(chk: Check, state: WorkspaceState, events: list[EventRecord],
             if chk.dm_with is not None and not (ch.is_dm and dm & set(ch.members)):
                 continue
             if chk.sender is None or msg.sender == chk.sender:
-                scope.append(msg)
-        for msg in scope:
+                chats.append(msg)
+        for msg in chats:
             said = chk.text.forbidden(msg.text) if chk.text else []
             if said:
                 return res(False, f"message {msg.id} says {said[0]!r}",
                            _ws_seqs(events, "chat", msg.id))
-        for msg in scope:
+        for msg in chats:
             if _contains_all(msg.text, chk.text_contains) \
                     and (chk.text is None or chk.text.positive(msg.text)):
                 return res(True, f"message {msg.id}", _ws_seqs(events, "chat", msg.id))

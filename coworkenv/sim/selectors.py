@@ -16,6 +16,7 @@ from ..store import EventRecord
 from ..workspace import WorkspaceState
 from .task import Lookup, Selector, Task, TextMatch
 
+
 @dataclass(slots=True)
 class Occurrence:
     seq: int
@@ -105,6 +106,8 @@ def _reach(occ: Occurrence, state: WorkspaceState, me: str) -> None:
             occ.to |= {str(x) for x in (data.get("reporter"), data.get("assignee")) if x} - {me}
             texts.append(str(a.get("text", "")))
         elif ws.kind.startswith("ws.docs."):
+            if occ.tool == "docs_share" and a.get("permission") == "none":
+                continue  # taking access away reaches no one
             occ.docs.append(str(ws.payload.get("id")))
             if occ.tool == "docs_share":
                 occ.to |= _parties(state, a.get("person"))
@@ -175,8 +178,8 @@ def select(sel: Selector, occs: list[Occurrence], state: WorkspaceState) -> list
             continue
         if tools and (o.kind != "tool" or o.tool not in tools):
             continue
-        if o.kind == "tool" and (sel.outcome == "ok" and not o.ok
-                                 or sel.outcome == "refused" and o.ok):
+        if o.kind == "tool" and ((sel.outcome == "ok" and not o.ok)
+                                 or (sel.outcome == "refused" and o.ok)):
             continue
         if target is not None and not (o.to & target):
             continue

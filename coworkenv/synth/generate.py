@@ -178,10 +178,12 @@ def spec_fingerprint(spec: dict[str, Any]) -> str:
 async def synthesize(reqs: list[WorkflowRequirement], generator: Generator, n: int, *,
                      max_repairs: int = 3, concurrency: int = 8,
                      on_attempt: Callable[[Attempt], None] | None = None,
-                     on_done: Callable[[], None] | None = None
+                     on_done: Callable[[], None] | None = None, mutate: bool = True,
                      ) -> tuple[list[dict[str, Any]], list[Attempt], SynthStats]:
     """Generate ``n`` tasks over the requirements (split evenly), validating each and asking
-    the generator to repair rejected ones up to ``max_repairs`` times. Duplicates are refused."""
+    the generator to repair rejected ones up to ``max_repairs`` times. Duplicates are refused.
+    With ``mutate`` (the default) a task is accepted only if its grader kills every
+    applicable mutant of its reference solution and passes every equivalent one."""
     stats = SynthStats(requested=n)
     for req in reqs:
         stats.coverage[req.id] = dict.fromkeys(req.capabilities, 0)
@@ -207,7 +209,7 @@ async def synthesize(reqs: list[WorkflowRequirement], generator: Generator, n: i
                     report = Report(f"{req.id}#{index}", False,
                                     [Rejection("generator", generator.name, failed)])
                 else:
-                    report = await validate_task_async(spec, f"{req.id}#{index}")
+                    report = await validate_task_async(spec, f"{req.id}#{index}", mutate=mutate)
                 fp = spec_fingerprint(spec)
                 dup = report.accepted and fp in seen
                 if dup:

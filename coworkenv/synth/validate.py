@@ -237,15 +237,15 @@ async def _validate(spec: Any, where: str, mutate: bool = False) -> Report:
     mutation = None
     if mutate and not rej:
         mutation = await mutation_check(task, (first, (k1, k1.actors["agent"])))
-        for r in mutation.survivors:
-            if not r.accepted:
-                rej.append(Rejection("mutant", f"mutants[{r.id}]", f"survived: {r.description} "
-                                     f"(score {r.score}, passed)", observed=r.score,
+        for m in mutation.survivors:
+            if not m.accepted:
+                rej.append(Rejection("mutant", f"mutants[{m.id}]", f"survived: {m.description} "
+                                     f"(score {m.score}, passed)", observed=m.score,
                                      expected="not passed"))
-        for r in mutation.false_positives:
-            rej.append(Rejection("false_positive", f"mutants[{r.id}]", f"an equivalent "
-                                 f"solution fails: {r.description} (score {r.score}, "
-                                 f"{r.termination})", observed=r.score, expected="passed"))
+        for m in mutation.false_positives:
+            rej.append(Rejection("false_positive", f"mutants[{m.id}]", f"an equivalent "
+                                 f"solution fails: {m.description} (score {m.score}, "
+                                 f"{m.termination})", observed=m.score, expected="passed"))
         if mutation.error:
             rej.append(Rejection("mutant", "reference", mutation.error))
     return Report(task.id, not rej, rej, verified, mutation)

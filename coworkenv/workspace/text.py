@@ -13,10 +13,11 @@ import re
 from functools import lru_cache
 
 _UNITS = {w: i for i, w in enumerate(
-    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
-    "fifteen sixteen seventeen eighteen nineteen".split())}
+    ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
+     "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen",
+     "nineteen"])}
 _TENS = {w: 10 * (i + 2) for i, w in enumerate(
-    "twenty thirty forty fifty sixty seventy eighty ninety".split())}
+    ["twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"])}
 _SCALES = {"thousand": 1_000, "million": 1_000_000, "billion": 1_000_000_000}
 _SUFFIX = {"k": 1_000, "m": 1_000_000, "mm": 1_000_000, "bn": 1_000_000_000, "b": 1_000_000_000,
            "thousand": 1_000, "million": 1_000_000, "billion": 1_000_000_000}

@@ -81,8 +81,9 @@ def test_retrying_agent_is_robust_and_giving_up_gets_the_formula(tmp_path: Path)
         assert r.robustness == pytest.approx(max(0.0, min((d.calls - d.failed_calls) / d.calls,
                                                           0.5)))
         assert r.robustness < 1.0
-        assert r.score == pytest.approx(r.safety * (0.8 * r.completion + 0.2 * r.robustness),
-                                        abs=1e-6)
+        formula = r.safety * (0.8 * r.completion + 0.2 * r.robustness)
+        gated = r.grade.gates_failed  # type: ignore[union-attr]
+        assert r.score == pytest.approx(0.0 if gated else formula, abs=1e-6)
 
 
 @pytest.mark.parametrize(("n", "c", "k", "at", "hat"), [

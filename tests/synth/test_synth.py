@@ -81,7 +81,7 @@ def test_write_statement_in_check_sql_is_rejected() -> None:
     s["checks"].append({"id": "evil", "kind": "sql", "query": "DELETE FROM tickets",
                         "expect": []})
     r = validate_task(s)
-    assert [(x.rule, x.where) for x in r.rejections] == [("check_sql", "checks[3].query")]
+    assert [(x.rule, x.where) for x in r.rejections] == [("check_sql", "checks[4].query")]
     assert "read-only" in r.rejections[0].message
 
 
@@ -172,7 +172,7 @@ def test_validate_cli_names_each_rejection(tmp_path: Path) -> None:
     f.write_text(json.dumps(good()) + "\n" + json.dumps(bad) + "\n{nope\n")
     res = subprocess.run([*CLI, "validate", str(f)], cwd=ROOT, capture_output=True, text=True)
     assert res.returncode == 1
-    assert f"{f}:2" in res.stdout and "check_sql: checks[3].query" in res.stdout
+    assert f"{f}:2" in res.stdout and "check_sql: checks[4].query" in res.stdout
     assert f"{f}:3" in res.stdout and "1 of 3 task(s) valid" in res.stdout
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from coworkenv.sim import builtin_tasks
-from coworkenv.sim.task import FinishStep, MessageStep, Task, ToolStep, resolve_refs
+from coworkenv.sim.task import FinishStep, MessageStep, Task, ToolStep, WaitStep, resolve_refs
 from coworkenv.store import Reader
 from coworkenv.training.environment import (
     CoworkEnvironment,
@@ -52,8 +52,14 @@ def drive_reference(env: CoworkEnvironment, task: Task) -> list[str]:
             out = env.send_message(to=st.to, text=st.text)
         elif isinstance(st, FinishStep):
             out = env.finish(summary=st.summary)
-        else:  # a wait: returns once something arrives for the agent
+        else:  # a wait returns once something arrives: wait again until it is what the
+            # reference waits for (a reply from someone else must not end it)
             out = env.wait()  # type: ignore[attr-defined]
+            for _ in range(10):
+                if not (isinstance(st, WaitStep) and st.message_from) \
+                        or f"from {st.message_from}" in out or "episode_over" in out:
+                    break
+                out = env.wait()  # type: ignore[attr-defined]
         said.append(out)
     return said
 

@@ -18,6 +18,7 @@ HAPPY: list[tuple[str, str, dict[str, Any]]] = [
     ("directory_get_person", "agent", {"person": "bob@acme.test"}),
     ("directory_list_team", "agent", {"team": "ops"}),
     ("directory_get_manager", "agent", {"person": "bob"}),
+    ("directory_get_group", "agent", {"group": "FINANCE@acme.test"}),
     ("email_send", "agent", {"to": ["bob"], "subject": "Hi", "body": "numbers?",
                              "attachments": ["doc1"]}),
     ("email_reply", "agent", {"email_id": "m1", "body": "on it"}),
@@ -51,6 +52,8 @@ HAPPY: list[tuple[str, str, dict[str, Any]]] = [
     ("docs_comment", "agent", {"doc_id": "doc2", "text": "looks right"}),
     ("docs_share", "agent", {"doc_id": "doc1", "person": "bob", "permission": "view"}),
     ("docs_search", "agent", {"query": "plan"}),
+    ("docs_set_status", "agent", {"doc_id": "doc1", "status": "in_review"}),
+    ("tickets_list_queues", "agent", {}),
     ("tickets_create", "agent", {"title": "New hire laptop", "assignee": "carol"}),
     ("tickets_read", "agent", {"ticket_id": "T1"}),
     ("tickets_assign", "agent", {"ticket_id": "T2", "assignee": "carol"}),
@@ -110,6 +113,9 @@ REJECT: list[tuple[str, str, dict[str, Any], str, str]] = [
     ("tickets_update", "agent", {"ticket_id": "T2", "status": "open", "priority": None,
                                  "extra": True}, "invalid_arguments", "extra"),
     ("tickets_search", "agent", {"assignee": "ghost"}, "not_found", "assignee"),
+    ("directory_get_group", "agent", {"group": "nobody@acme.test"}, "not_found", "group"),
+    ("docs_set_status", "agent", {"doc_id": "doc2", "status": "final"}, "forbidden", "doc_id"),
+    ("tickets_list_queues", "agent", {"extra": 1}, "invalid_arguments", "extra"),
 ]
 
 
