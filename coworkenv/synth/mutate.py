@@ -224,7 +224,7 @@ def mutants(task: Task, steps: list[Step], events: list[Any],
                               [*body[:w], s, *body[w:], *finish]))
     if waits:
         out.append(Mutant("skip-waits", "sabotage", "never wait for anyone",
-                          [s for s in body if not isinstance(s, WaitStep)] + finish))
+                          [*(s for s in body if not isinstance(s, WaitStep)), *finish]))
     # stale values: a value changed mid-episode, stated as it was before the change
     for new, old in _changes(events):
         for i, s in enumerate(body):
