@@ -203,6 +203,32 @@ def _execute(tasks: list[Any], *, agent: str, db: Path, bus_url: str, trials: in
     return rid, results
 
 
+def _run_summary(rid: str, db: Path, this_call: int, allow_errors: bool) -> None:
+    """The run's result over every scheduled (task, trial), read back from the store."""
+    from .sim.report import summarize
+    from .store import Reader
+
+    with Reader(db) as r:
+        rows = r.scheduled_episodes(rid)
+    o = summarize(rows)["overall"]
+    if o is None:
+        console.print(f"run {rid}: no episode scheduled")
+        return
+    console.print(f"run {rid}: {this_call} episode(s) this call; {_overall_line(o)}",
+                  highlight=False)
+    bad = [x for x in rows if x["status"] == "failed"]
+    for x in bad[:10]:
+        console.print(f"  {x['task_id']} trial {x['trial']}: failed at the "
+                      f"{x['failure_boundary']} boundary: {x['failure']}", highlight=False,
+                      markup=False)
+    if len(bad) > 10:
+        console.print(f"  ... and {len(bad) - 10} more (coworkenv eval --db {db} --run {rid})",
+                      highlight=False, markup=False)
+    if o["errors"] and not allow_errors:
+        raise _fail(f"{o['errors']} episode(s) failed in the simulator (not the agent); "
+                    "see above, or pass --allow-errors", 1)
+
+
 def _table(results: list[Any], tasks: list[Any], title: str) -> None:
     from rich.table import Table
 
@@ -296,8 +322,13 @@ def run(
     quiet: Annotated[bool, typer.Option(help="No progress bar or table")] = False,
     faults: Annotated[float, typer.Option(help="Rate of injected failures on the agent's "
                                           "write-tool calls (0..1)")] = 0.0,
+    allow_errors: Annotated[bool, typer.Option(help="Exit 0 even when episodes failed in the "
+                                               "simulator itself (setup, runtime, world, "
+                                               "grading, tools, simulated people)")] = False,
 ) -> None:
-    """Run tasks with an agent; every episode is recorded in the store."""
+    """Run tasks with an agent; every episode is recorded in the store. The summary counts
+    every scheduled episode: one that failed at the agent boundary scores 0; failures of the
+    simulator are errors, and the command exits 1 on them (unless --allow-errors)."""
     loaded = _select(_load(tasks), only, families, per_family)
     if max_turns is not None:
         loaded = [t.model_copy(update={"limits": t.limits.model_copy(update={
@@ -311,9 +342,7 @@ def run(
                             processes=processes)
     if not quiet:
         _table(results, loaded, f"{rid} -> {db}")
-    done = [r for r in results if r.status == "completed"]
-    mean = sum(r.completion for r in done) / len(done) if done else 0.0
-    console.print(f"run {rid}: {len(results)} episode(s) this call, mean completion {mean:.3f}")
+    _run_summary(rid, db, len(results), allow_errors)
 
 
 @app.command()
@@ -865,22 +894,43 @@ def regrade(
 
     counts = anyio.run(go)
     console.print(f"regraded {counts['episodes']} episode(s): {counts['changed']} changed, "
-                  f"{counts['skipped']} skipped (no task spec)")
+                  f"{counts['skipped']} skipped (no task spec); {counts['failed']} failed "
+                  "episode(s) have no grade and count as 0 in eval")
 
 
 def _summary_table(title: str, groups: dict[str, Any], label: str) -> None:
     from rich.table import Table
 
     t = Table(title=title)
-    for col in (label, "episodes", "score", "completion", "safety viol.", "robustness",
-                "pass rate", "pass@k", "pass^k"):
+    for col in (label, "episodes", "failed", "score", "completion", "safety viol.",
+                "robustness", "pass rate", "pass@k", "pass^k C(c,k)/C(n,k)", "pass^k (c/n)^k"):
         t.add_column(col, justify="left" if col == label else "right")
     for name, s in groups.items():
-        t.add_row(name, str(s["episodes"]), f"{s['score']:.3f}", f"{s['completion']:.3f}",
-                  str(s["safety_violations"]), f"{s['robustness']:.3f}", f"{s['pass_rate']:.3f}",
-                  f"{s['pass_at_k']:.3f}" if s["pass_at_k"] is not None else "-",
-                  f"{s['pass_hat_k']:.3f}" if s["pass_hat_k"] is not None else "-")
+        t.add_row(name, str(s["episodes"]), _failed_cell(s), f"{s['score']:.3f}",
+                  f"{s['completion']:.3f}", str(s["safety_violations"]),
+                  f"{s['robustness']:.3f}", f"{s['pass_rate']:.3f}", _num(s["pass_at_k"]),
+                  _num(s["pass_hat_k"]), _num(s["pass_hat_k_power"]))
     console.print(t)
+
+
+def _num(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3f}"
+
+
+def _failed_cell(s: dict[str, Any]) -> str:
+    """Scheduled episodes without a grade (each scores 0): agent, simulator, never ran."""
+    parts = [f"{s[k]} {name}" for k, name in (("agent_failures", "agent"), ("errors", "error"),
+                                               ("missing", "missing")) if s[k]]
+    return ", ".join(parts) or "0"
+
+
+def _overall_line(o: dict[str, Any]) -> str:
+    return (f"{o['episodes']} scheduled episodes ({o['graded']} graded, "
+            f"{o['agent_failures']} failed at the agent, {o['errors']} simulator errors, "
+            f"{o['missing']} missing): score {o['score']:.3f}, pass rate {o['pass_rate']:.3f}, "
+            f"pass@{o['k']} {_num(o['pass_at_k'])}, pass^{o['k']} {_num(o['pass_hat_k'])} "
+            f"(C(c,k)/C(n,k)) {_num(o['pass_hat_k_power'])} ((c/n)^k), safety violations "
+            f"{o['safety_violations']}")
 
 
 @app.command("eval")
@@ -907,10 +957,10 @@ def eval_(
             _show_episode(reader, episode)
             return
         if compare is not None:
-            a, b = (reader.graded_episodes(r) for r in compare)
+            a, b = (reader.scheduled_episodes(r) for r in compare)
             for rid, rows in zip(compare, (a, b), strict=True):
                 if not rows:
-                    raise _fail(f"--compare: run {rid!r} has no graded episodes in {db}")
+                    raise _fail(f"--compare: run {rid!r} has no episodes in {db}")
             diff = compare_runs(a, b)
             from rich.table import Table
 
@@ -932,17 +982,18 @@ def eval_(
         rid = run_id or reader.latest_run()
         if rid is None:
             raise _fail(f"{db} holds no run")
-        rows = reader.graded_episodes(rid)
+        rows = reader.scheduled_episodes(rid)
     if not rows:
-        raise _fail(f"run {rid!r} has no graded episodes in {db}")
+        raise _fail(f"run {rid!r} has no episodes in {db}")
+    trials = min(sum(1 for r in rows if r["task_id"] == t) for t in {r["task_id"] for r in rows})
+    if k is not None and not 1 <= k <= trials:
+        raise _fail(f"--k: expected 1..{trials} (the run has {trials} trial(s) per task), "
+                    f"got {k}")
     summary = summarize(rows, k)
     _summary_table(f"{rid}: by workflow family", summary["by_family"], "family")
     _summary_table(f"{rid}: by capability", summary["by_capability"], "capability")
     o = summary["overall"]
-    console.print(f"overall: {o['episodes']} episodes, score {o['score']:.3f}, pass rate "
-                  f"{o['pass_rate']:.3f}, pass@{o['k']} {o['pass_at_k']:.3f}, "
-                  f"pass^{o['k']} {o['pass_hat_k']:.3f}, safety violations "
-                  f"{o['safety_violations']}")
+    console.print(f"overall: {_overall_line(o)}", highlight=False)
     folder = out or db.parent
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"eval-{rid}.json").write_text(json.dumps({"run": rid, **summary,

@@ -26,6 +26,9 @@ class Reply:
     finish_reason: str = "stop"
     status: int = 200
     stall_s: float = 0.0
+    raw: bytes | None = None
+    """Send exactly these bytes as the body of an HTTP 200 (a broken server: not JSON,
+    not UTF-8)."""
 
 
 def tool(name: str, **args: Any) -> Reply:
@@ -80,7 +83,10 @@ class ScriptedOpenAIServer:
                 try:
                     if reply.stall_s:
                         time.sleep(reply.stall_s)
-                    if reply.status != 200:
+                    if reply.raw is not None:
+                        data = reply.raw
+                        self.send_response(200)
+                    elif reply.status != 200:
                         data = json.dumps({"error": {"message": f"scripted {reply.status}",
                                                      "type": "server_error"}}).encode()
                         self.send_response(reply.status)

@@ -93,6 +93,57 @@ class Endpoint:
                              f" times: {type(last).__name__}: {last}")
 
 
+_CONTROL = frozenset(range(0x20)) - {0x09, 0x0A, 0x0D}
+
+
+def bad_characters(*texts: str) -> str:
+    """What a model may not send: lone surrogates and control characters (tab, newline and
+    carriage return aside), described; empty when the texts are clean."""
+    found: dict[str, int] = {}
+    for text in texts:
+        for i, ch in enumerate(text):
+            code = ord(ch)
+            if code in _CONTROL or 0xD800 <= code <= 0xDFFF:
+                found.setdefault(f"U+{code:04X}", i)
+    if not found:
+        return ""
+    kinds = ", ".join(f"{k} at {v}" for k, v in list(found.items())[:5])
+    return f"invalid characters ({kinds})"
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [x for k, v in value.items() for x in [str(k), *_strings(v)]]
+    if isinstance(value, list):
+        return [x for v in value for x in _strings(v)]
+    return []
+
+
+def _escaped(value: Any) -> Any:
+    """A message with every string made safe to store and send (escapes kept visible)."""
+    if isinstance(value, dict):
+        return {k: _escaped(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_escaped(v) for v in value]
+    if isinstance(value, str) and bad_characters(value):
+        return "".join(ch if not (ord(ch) in _CONTROL or 0xD800 <= ord(ch) <= 0xDFFF)
+                       else f"\\u{ord(ch):04x}" for ch in value)
+    return value
+
+
+def _describe_bad_body(exc: Exception) -> str:
+    """An unreadable reply, escaped so that it can be stored as text and read."""
+    if isinstance(exc, UnicodeDecodeError):
+        raw = exc.object if isinstance(exc.object, bytes) else bytes(exc.object)
+        return f"not UTF-8 ({exc.reason} at byte {exc.start}): " + raw[:2000].decode(
+            "utf-8", "backslashreplace")
+    if isinstance(exc, json.JSONDecodeError):
+        return f"not JSON ({exc.msg} at {exc.pos}): {exc.doc[:2000]!r}"
+    return f"{type(exc).__name__}: {str(exc)[:2000]!r}"
+
+
 @dataclass
 class OpenAIAgent(Actor):
     endpoint: Endpoint
@@ -131,7 +182,18 @@ class OpenAIAgent(Actor):
 
     async def _call(self, ctx: ActorContext) -> Any:
         request = self._request()
-        resp, seconds = await self.endpoint.complete(request)
+        for attempt in range(self.endpoint.max_retries + 1):
+            try:
+                resp, seconds = await self.endpoint.complete(request)
+                break
+            except (ValueError, openai.APIResponseValidationError) as exc:
+                # an HTTP 200 whose body is not JSON, or not UTF-8: a broken reply is data
+                self._error(ctx, "invalid_response", _describe_bad_body(exc))
+                if attempt == self.endpoint.max_retries:
+                    raise EpisodeFailure("agent", f"model endpoint {self.endpoint.base_url} "
+                                         f"sent {attempt + 1} unreadable replies: "
+                                         f"{_describe_bad_body(exc)[:300]}") from None
+                await anyio.sleep(min(self.endpoint.backoff * 2 ** attempt, 8.0))
         self.model_seconds += seconds
         ctx.record("agent.model_call", {
             "request": {"offset": self.sent, "new_messages": self.messages[self.sent:],
@@ -159,6 +221,20 @@ class OpenAIAgent(Actor):
             m = choice.message
             reply = assistant_message(m.model_dump(mode="json", exclude_none=True))
             calls = m.tool_calls or []
+            bad = bad_characters(m.content or "", *(tc.function.arguments or ""
+                                                    for tc in calls))
+            if bad:  # lone surrogates or control characters: nothing is done with them
+                self._error(ctx, "invalid_characters", f"{bad}: "
+                            + json.dumps(reply, ensure_ascii=True)[:2000])
+                self.messages.append(_escaped(reply))
+                for tc in calls:
+                    self.messages.append(self._tool_error(
+                        tc.id, "invalid_characters", f"Your reply contained {bad}; nothing was "
+                        "done. Send it again without them."))
+                if not calls:
+                    self.messages.append({"role": "user", "content": f"[error] Your reply "
+                                          f"contained {bad}. Send it again without them."})
+                continue
             if choice.finish_reason == "length":
                 self.messages.append(reply)
                 for tc in calls:
@@ -207,6 +283,12 @@ class OpenAIAgent(Actor):
             self.messages.append(self._tool_error(tc.id, "invalid_json", f"arguments are not a "
                                                   f"JSON object: {exc}"))
             self._error(ctx, "invalid_json", f"{name}: {raw[:200]}")
+            return False
+        bad = bad_characters(*_strings(args))
+        if bad:  # e.g. a lone surrogate written as a JSON escape
+            self.messages.append(self._tool_error(tc.id, "invalid_characters", f"arguments "
+                                                  f"contain {bad}; nothing was done"))
+            self._error(ctx, "invalid_characters", f"{name}: {bad}: {raw[:2000]}")
             return False
         if name == "finish":
             ctx.finish(str(args.get("summary", "")), call_id=tc.id)

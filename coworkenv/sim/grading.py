@@ -281,7 +281,15 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
 
 def pass_hat_k(n: int, c: int, k: int) -> float:
-    """pass^k: the chance that all k trials drawn from n pass (C(c,k) / C(n,k))."""
+    """pass^k, combinatorial (tau2-bench): the chance that all k trials drawn without
+    replacement from n pass, C(c,k) / C(n,k)."""
     if k > n or n <= 0:
         raise ValueError(f"pass^k needs 0 < k <= n (n={n}, k={k})")
     return comb(c, k) / comb(n, k)
+
+
+def pass_hat_k_power(n: int, c: int, k: int) -> float:
+    """pass^k, power (Claw-Eval): the per-trial pass rate to the k-th power, (c/n)^k."""
+    if k <= 0 or n <= 0:
+        raise ValueError(f"pass^k needs k > 0 and n > 0 (n={n}, k={k})")
+    return float((c / n) ** k)

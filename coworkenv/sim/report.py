@@ -10,36 +10,68 @@ from typing import Any
 
 from ..store import EventStore, Reader
 from .episode import save_grade
-from .grading import GradeWeights, pass_at_k, pass_hat_k, regrade
+from .grading import GradeWeights, pass_at_k, pass_hat_k, pass_hat_k_power, regrade
 from .task import Task
+
+SIMULATOR_BOUNDARIES = frozenset({"setup", "runtime", "world", "grading", "tool", "user",
+                                  "coworker"})
+"""Failures of the simulator itself (and of simulated people): errors, not the agent's."""
+
+
+def outcome(row: dict[str, Any]) -> str:
+    """graded | agent_failure | error | missing, for a row of ``scheduled_episodes``."""
+    if row.get("status") in (None, "completed") and row.get("score") is not None:
+        return "graded"
+    if row.get("status") == "failed":
+        return "agent_failure" if row.get("failure_boundary") == "agent" else "error"
+    return "missing"
 
 
 def _stats(rows: list[dict[str, Any]], k: int | None) -> dict[str, Any]:
+    """Over every scheduled episode: one that failed at the agent boundary, that failed in
+    the simulator or that never ran scores 0 and does not pass (invariant 9)."""
     by_task: dict[str, list[bool]] = defaultdict(list)
-    for r in rows:
-        by_task[r["task_id"]].append(r["passed"])
+    kinds = [outcome(r) for r in rows]
+    graded = [r for r, o in zip(rows, kinds, strict=True) if o == "graded"]
+    for r, o in zip(rows, kinds, strict=True):
+        by_task[r["task_id"]].append(o == "graded" and bool(r["passed"]))
     kk = k or min(len(v) for v in by_task.values())
     usable = {t: v for t, v in by_task.items() if len(v) >= kk}
+
+    def over_all(key: str) -> float:
+        return round(mean((float(r[key]) if o == "graded" else 0.0)
+                          for r, o in zip(rows, kinds, strict=True)), 4)
+
+    def k_mean(fn: Any) -> float | None:
+        return round(mean(fn(len(v), sum(v), kk) for v in usable.values()), 4) if usable \
+            else None
+
     return {
         "episodes": len(rows),
+        "graded": len(graded),
+        "agent_failures": kinds.count("agent_failure"),
+        "errors": kinds.count("error"),
+        "missing": kinds.count("missing"),
         "tasks": len(by_task),
-        "score": round(mean(r["score"] for r in rows), 4),
-        "completion": round(mean(r["completion"] for r in rows), 4),
-        "safety": round(mean(r["safety"] for r in rows), 4),
-        "safety_violations": sum(1 for r in rows if r["safety"] < 1.0),
-        "robustness": round(mean(r["robustness"] for r in rows), 4),
-        "pass_rate": round(mean(1.0 if r["passed"] else 0.0 for r in rows), 4),
+        "score": over_all("score"),
+        "completion": over_all("completion"),
+        "safety": round(mean(r["safety"] for r in graded), 4) if graded else None,
+        "safety_violations": sum(1 for r in graded if r["safety"] < 1.0),
+        "robustness": over_all("robustness"),
+        "pass_rate": round(mean(1.0 if o == "graded" and r["passed"] else 0.0
+                                for r, o in zip(rows, kinds, strict=True)), 4),
         "k": kk,
-        "pass_at_k": round(mean(pass_at_k(len(v), sum(v), kk) for v in usable.values()), 4)
-        if usable else None,
-        "pass_hat_k": round(mean(pass_hat_k(len(v), sum(v), kk) for v in usable.values()), 4)
-        if usable else None,
+        "pass_at_k": k_mean(pass_at_k),
+        "pass_hat_k": k_mean(pass_hat_k),
+        "pass_hat_k_power": k_mean(pass_hat_k_power),
     }
 
 
 def summarize(rows: list[dict[str, Any]], k: int | None = None) -> dict[str, Any]:
-    """Aggregate graded episodes (from ``Reader.graded_episodes``) overall, by family and by
-    capability. pass@k and pass^k are computed per task over its trials, then averaged."""
+    """Aggregate a run's scheduled episodes (from ``Reader.scheduled_episodes``) overall, by
+    family and by capability. pass@k and both pass^k estimators (``pass_hat_k``:
+    C(c,k)/C(n,k), as tau2-bench; ``pass_hat_k_power``: (c/n)^k, as Claw-Eval) are computed
+    per task over its trials, then averaged."""
     if not rows:
         return {"overall": None, "by_family": {}, "by_capability": {}}
     fam: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -104,9 +136,10 @@ async def regrade_store(store: EventStore, tasks: Iterable[Task] | None = None,
                         weights: GradeWeights | None = None) -> dict[str, int]:
     """Grade every completed episode again from its events; write the new grades."""
     given = {t.id: t for t in tasks or []}
-    counts = {"episodes": 0, "changed": 0, "skipped": 0}
+    counts = {"episodes": 0, "changed": 0, "skipped": 0, "failed": 0}
     await store.flush()
     with Reader(store) as r:
+        counts["failed"] = len(r.episodes(run_id, status="failed"))
         specs: dict[str, dict[str, str]] = {}
         for ep in r.episodes(run_id, status="completed"):
             task = given.get(ep.task_id)

@@ -153,6 +153,43 @@ class Reader:
             out.append(d)
         return out
 
+    def scheduled_episodes(self, run_id: str) -> list[dict[str, Any]]:
+        """One row per scheduled (task, trial) of a run (its latest attempt), graded or not:
+        an episode that failed, or never ran, is there with its status and no grade, so that
+        scores can count every scheduled pair (``status`` is ``missing`` when none ran)."""
+        row = self.conn.execute("SELECT config FROM runs WHERE run_id=?", (run_id,)).fetchone()
+        config = json.loads(row[0]) if row else {}
+        sql = ("SELECT e.episode_id, e.task_id, e.trial, e.attempt, e.family, t.capabilities, "
+               "e.status, e.failure_boundary, e.failure, e.turns, e.sim_time, e.termination, "
+               "g.completion, g.safety, g.robustness, g.score, g.passed "
+               "FROM episodes e LEFT JOIN grades g USING (episode_id) "
+               "LEFT JOIN tasks t ON t.run_id = e.run_id AND t.task_id = e.task_id "
+               "WHERE e.run_id = ? ORDER BY e.task_id, e.trial, e.attempt")
+        latest: dict[tuple[str, int], dict[str, Any]] = {}
+        keys = ("episode_id", "task_id", "trial", "attempt", "family", "capabilities", "status",
+                "failure_boundary", "failure", "turns", "sim_time", "termination", "completion",
+                "safety", "robustness", "score", "passed")
+        for r in self.conn.execute(sql, (run_id,)):
+            d = dict(zip(keys, r, strict=True))
+            d["run_id"] = run_id
+            d["capabilities"] = json.loads(d["capabilities"] or "[]")
+            d["passed"] = bool(d["passed"])
+            latest[(d["task_id"], d["trial"])] = d  # later attempts replace earlier ones
+        known = {t: (f, json.loads(c or "[]")) for t, f, c in self.conn.execute(
+            "SELECT task_id, family, capabilities FROM tasks WHERE run_id=?", (run_id,))}
+        for task_id in config.get("tasks") or []:
+            for trial in range(int(config.get("trials") or 1)):
+                if (task_id, trial) not in latest:
+                    fam, caps = known.get(task_id, ("", []))
+                    latest[(task_id, trial)] = {
+                        "episode_id": None, "run_id": run_id, "task_id": task_id,
+                        "trial": trial, "attempt": None, "family": fam, "capabilities": caps,
+                        "status": "missing", "failure_boundary": None, "failure": None,
+                        "turns": None, "sim_time": None, "termination": None,
+                        "completion": None, "safety": None, "robustness": None, "score": None,
+                        "passed": False}
+        return [latest[k] for k in sorted(latest)]
+
     def check_results(self, episode_id: str) -> list[dict[str, Any]]:
         cur = self.conn.execute(
             "SELECT check_id, kind, weight, passed, detail, evidence FROM check_results "

@@ -4,12 +4,23 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import orjson
 
-_encode_std = json.JSONEncoder(separators=(",", ":"), sort_keys=True, ensure_ascii=False).encode
+_encode_json = json.JSONEncoder(separators=(",", ":"), sort_keys=True, ensure_ascii=False).encode
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _encode_std(payload: Any) -> str:
+    """The standard library's text, with lone surrogates (which UTF-8 cannot carry) written
+    as JSON escapes: storable, and decoded back to the very same string."""
+    text = _encode_json(payload)
+    if _SURROGATE.search(text):
+        text = _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    return text
 _SORTED = orjson.OPT_SORT_KEYS
 
 
