@@ -121,6 +121,10 @@ class ScriptedPerson(Actor):
             trig = self.member.triggers[int(p["index"])]
             self._act(trig.actions, ctx, trig.after_minutes * 60, channel=None)
             return
+        if envelope.kind == "timer" and "question" in p:  # a reply that reads the workspace
+            await self._answer(str(p["question"]), ctx, 0.0, p.get("channel"),
+                               bool(p.get("answered")))
+            return
         question, channel = self._question(envelope)
         if question is None or not self.member.response.available:
             return
@@ -135,11 +139,24 @@ class ScriptedPerson(Actor):
                 self.fired.add(ti)
                 self._act(trig.actions, ctx, delay + trig.after_minutes * 60, channel=channel)
                 answered = True
+        if self._reads_workspace(question):
+            # its answer depends on the workspace when it is given, not when it was asked
+            ctx.timer(delay, question=question, channel=channel, answered=answered)
+            return
+        await self._answer(question, ctx, delay, channel, answered)
+
+    async def _answer(self, question: str, ctx: ActorContext, delay: float,
+                      channel: dict[str, Any] | None, answered: bool) -> None:
         text = await self.compose(question, ctx, answered=answered)
         if text:
             self._reply(text, ctx, delay, channel)
             if self.role == "user" and SATISFIED in text:
                 ctx.send("kernel", "satisfied", {"from": self.member.person}, delay=delay)
+
+    def _reads_workspace(self, question: str) -> bool:
+        low = question.lower()
+        return any(a.lookup is not None for f in self.member.facts for a in f.answers
+                   if any(k.lower() in low for k in f.keywords))
 
     async def compose(self, question: str, ctx: ActorContext, *, answered: bool) -> str | None:
         """What to answer: the matching facts, else the fallback (unless a trigger answered)."""
