@@ -73,6 +73,9 @@ def test_a_model_solves_a_task_and_every_call_is_recorded(tmp_path: Path) -> Non
     (Reply(content="Let me think about this at great length " * 20, finish_reason="length"),
      "too_long"),
     (tool("send_message", to="nobody", text="hi"), "invalid_arguments"),
+    (tool("tickets_comment", ticket_id="T1", text="loaner \ud800 on its way"),
+     "invalid_characters"),
+    (Reply(content="done \x00\x07 really"), "invalid_characters"),
 ])
 def test_malformed_output_goes_back_to_the_model(tmp_path: Path, bad: Reply, error: str) -> None:
     with ScriptedOpenAIServer([SOLVE_LAPTOP[0], bad, *SOLVE_LAPTOP[1:]]) as srv:
@@ -85,6 +88,33 @@ def test_malformed_output_goes_back_to_the_model(tmp_path: Path, bad: Reply, err
         # the model was told: its next request carries the error
         told = str(srv.requests[2]["messages"][-2:])
         assert "error" in told
+
+
+@pytest.mark.parametrize("raw", [
+    b'{"id":"x","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,'
+    b'"message":{"role":"assistant","content":"caf\xe9 \xff"},"finish_reason":"stop"}]}',
+    b"<html><body>502 Bad Gateway</body></html>",
+    b"",
+])
+def test_unreadable_replies_are_recorded_and_retried(tmp_path: Path, raw: bytes) -> None:
+    """An HTTP 200 whose body is not JSON or not UTF-8 is an agent.error, kept escaped in the
+    log, and the call is retried; the episode goes on."""
+    with ScriptedOpenAIServer([SOLVE_LAPTOP[0], Reply(raw=raw), *SOLVE_LAPTOP[1:]]) as srv:
+        _, make = agent_with(srv.base_url, backoff=0.01)
+        (res,) = run_sync([task()], tmp_path / "u.db", agent=make)
+        assert res.status == "completed" and res.completion == 1.0, res.failure
+        evs = events(tmp_path / "u.db", res.episode_id)
+        errs = [e.payload for e in evs if e.kind == "agent.error"]
+        assert [e["error"] for e in errs] == ["invalid_response"]
+        assert "not UTF-8" in errs[0]["detail"] or "not JSON" in errs[0]["detail"]
+
+
+def test_unreadable_replies_that_never_stop_fail_the_agent_only(tmp_path: Path) -> None:
+    with ScriptedOpenAIServer(default=Reply(raw=b"oops")) as srv:
+        _, make = agent_with(srv.base_url, backoff=0.01, max_retries=2)
+        (res,) = run_sync([task()], tmp_path / "n.db", agent=make)
+    assert (res.status, res.failure_boundary) == ("failed", "agent")
+    assert "3 unreadable replies" in (res.failure or "")
 
 
 def test_wrong_argument_types_come_back_from_the_tool(tmp_path: Path) -> None:

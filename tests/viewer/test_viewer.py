@@ -15,6 +15,7 @@ from urllib.parse import quote
 
 import pytest
 
+from coworkenv.sim import builtin_tasks
 from coworkenv.store import Reader
 
 from ..conftest import free_port
@@ -57,7 +58,7 @@ def get(base: str, path: str) -> object:
 def test_api_lists_filters_and_time_travels(viewer: tuple[str, Path]) -> None:
     base, db = viewer
     page = get(base, "/api/episodes?limit=5")
-    assert page["total"] == 16 and len(page["items"]) == 5  # type: ignore[index]
+    assert page["total"] == len(builtin_tasks()) and len(page["items"]) == 5  # type: ignore[index]
     safety = get(base, "/api/episodes?family=safety")
     assert safety["total"] == 4  # type: ignore[index]
     dyn = get(base, "/api/episodes?capability=dynamic_workspace_state")
