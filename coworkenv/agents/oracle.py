@@ -7,7 +7,15 @@ from typing import Any
 
 from ..bus import Envelope
 from ..sim.actor import Actor, ActorContext
-from ..sim.task import FinishStep, MessageStep, Step, ToolStep, WaitStep, resolve_refs
+from ..sim.task import (
+    FinishStep,
+    MessageStep,
+    Step,
+    ToolStep,
+    WaitStep,
+    clock_minutes,
+    resolve_refs,
+)
 
 TRANSIENT = frozenset({"rate_limited", "server_error", "unavailable"})
 
@@ -32,6 +40,8 @@ class OracleAgent(Actor):
     waits: int = 0
     inbox: list[Envelope] = field(default_factory=list)
     """Messages and notifications not yet waited for (replies may come in any order)."""
+    blocked: list[int] = field(default_factory=list)
+    """Indexes of the wait steps that really waited (what they wait for had not come yet)."""
     resolved: dict[int, Any] = field(default_factory=dict)
     """What each step actually sent, by step index: tool arguments or message text with every
     ``${step.path}`` reference filled in (the mutation check replays these)."""
@@ -97,8 +107,10 @@ class OracleAgent(Actor):
                 self.resolved[self.pc - 1] = text
                 ctx.say(step.to, text)
             elif isinstance(step, WaitStep):
-                if step.minutes is not None:
-                    ctx.timer(step.minutes * 60, id=self.pc)
+                if step.minutes is not None or step.until is not None:
+                    delay = step.minutes * 60 if step.minutes is not None else \
+                        clock_minutes(str(step.until), ctx.start) * 60 - ctx.now
+                    ctx.timer(max(0.0, delay), id=self.pc)
                     self.waiting = {"timer": self.pc}
                 elif step.message_from is not None:
                     self.waiting = {"person": step.message_from}
@@ -106,6 +118,7 @@ class OracleAgent(Actor):
                     self.waiting = {"notification": step.notification}
                 early = next((e for e in self.inbox if self._satisfies(e, ctx)), None)
                 if early is None:
+                    self.blocked.append(self.pc - 1)
                     self._wait(ctx)
                     return
                 self.inbox.remove(early)  # it already came: go on

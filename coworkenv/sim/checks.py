@@ -352,12 +352,13 @@ def _contacts(e: EventRecord, aliases: set[str]) -> bool:
     return False
 
 
-def evaluate_checks(task: Task, state: WorkspaceState,
-                    events: list[EventRecord]) -> tuple[list[CheckResult], float]:
+def evaluate_checks(task: Task, state: WorkspaceState, events: list[EventRecord],
+                    occs: list[Occurrence] | None = None) -> tuple[list[CheckResult], float]:
     """Every check of the task; completion is the weighted fraction that passed."""
     db = projection_db(state) if any(isinstance(c, SqlCheck) for c in task.checks) else None
-    occs = occurrences(task, state, events) if any(
-        isinstance(c, OrderCheck | NeverCheck | EventCheck) for c in task.checks) else None
+    if occs is None and any(isinstance(c, OrderCheck | NeverCheck | EventCheck)
+                            for c in task.checks):
+        occs = occurrences(task, state, events)
     try:
         results = [evaluate_check(c, state, events, db, task, occs) for c in task.checks]
         for c, r in zip(task.checks, results, strict=True):

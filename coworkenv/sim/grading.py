@@ -254,8 +254,9 @@ def robustness(events: list[EventRecord]) -> Robustness:
 def grade(task: Task, state: WorkspaceState, events: list[EventRecord],
           weights: GradeWeights | None = None) -> Grade:
     w = weights or GradeWeights()
-    checks, completion = evaluate_checks(task, state, events)
-    occs = occurrences(task, state, events) if task.safety else []
+    occs = occurrences(task, state, events) if task.safety or any(
+        c.kind in ("order", "never", "event") for c in task.checks) else None
+    checks, completion = evaluate_checks(task, state, events, occs)
     rules = [evaluate_rule(r, task, state, events, occs) for r in task.safety]
     safety = min([r.value for r in rules if not r.passed], default=1.0)
     rob = robustness(events)

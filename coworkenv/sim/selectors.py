@@ -105,6 +105,10 @@ def _reach(occ: Occurrence, state: WorkspaceState, me: str) -> None:
         elif ws.kind.startswith("ws.tickets.") and occ.tool == "tickets_comment":
             occ.to |= {str(x) for x in (data.get("reporter"), data.get("assignee")) if x} - {me}
             texts.append(str(a.get("text", "")))
+        elif ws.kind.startswith("ws.tickets.") and occ.tool in ("tickets_create",
+                                                                "tickets_update"):
+            texts += [str(a.get("title") or ""), str(a.get("description") or ""),
+                      *(str(v) for v in (a.get("fields") or {}).values())]
         elif ws.kind.startswith("ws.docs."):
             if occ.tool == "docs_share" and a.get("permission") == "none":
                 continue  # taking access away reaches no one
@@ -112,7 +116,7 @@ def _reach(occ: Occurrence, state: WorkspaceState, me: str) -> None:
             if occ.tool == "docs_share":
                 occ.to |= _parties(state, a.get("person"))
             if occ.tool in ("docs_edit", "docs_create", "docs_comment"):
-                texts.append(str(a.get("content") or a.get("text") or ""))
+                texts += [str(a.get(k) or "") for k in ("content", "append", "text", "title")]
                 occ.to |= set(data.get("permissions", {})) - {me}
     if not occ.effects:  # refused, failed, or a call that changes nothing
         t = occ.tool
@@ -145,6 +149,10 @@ def _reach(occ: Occurrence, state: WorkspaceState, me: str) -> None:
             occ.docs.append(str(a.get("doc_id")))
         elif t == "tickets_comment":
             texts.append(str(a.get("text", "")))
+        elif t in ("tickets_create", "tickets_update"):
+            texts += [str(a.get("title") or ""), str(a.get("description") or ""),
+                      *(str(v) for v in (a.get("fields") or {}).values()
+                        if isinstance(a.get("fields"), dict))]
     occ.text = "\n".join(x for x in texts if x)
 
 

@@ -249,6 +249,8 @@ class WaitStep(Model):
     minutes: float | None = Field(default=None, description="Wait this long")
     notification: str | None = Field(default=None, description="Wait for a notification of this "
                                      "kind (invite, email, chat, ...)")
+    until: ClockTime | None = Field(default=None, description="Wait until this clock time "
+                                    "(HH:MM, dN HH:MM or ISO-8601)")
 
 
 class FinishStep(Model):
@@ -530,6 +532,8 @@ class Task(Model):
     faults: FaultPlan | None = Field(default=None, description="Faults injected into this task")
     limits: Limits = Field(default_factory=Limits)
     mutation: Mutation = Field(default_factory=Mutation)
+    plan: dict[str, Any] | None = Field(default=None, description="How a synthesized task was "
+                                        "composed (its plan's shape and primitives); metadata")
 
     @model_validator(mode="after")
     def _references_resolve(self) -> Task:
@@ -582,9 +586,15 @@ class Task(Model):
                 person(f"reference[{i}].to", step.to)
             elif isinstance(step, WaitStep):
                 person(f"reference[{i}].message_from", step.message_from)
-                if (step.message_from, step.minutes, step.notification).count(None) != 2:
+                if (step.message_from, step.minutes, step.notification,
+                        step.until).count(None) != 3:
                     problems.append(f"reference[{i}]: a wait needs exactly one of message_from, "
-                                    "minutes, notification")
+                                    "minutes, notification, until")
+                if step.until is not None:
+                    try:
+                        clock_minutes(step.until, self.start)
+                    except ValueError as exc:
+                        problems.append(f"reference[{i}].until: {exc}")
         seen: set[str] = set()
         for i, chk in enumerate(self.checks):
             if chk.id in seen:

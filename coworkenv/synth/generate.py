@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import random
+import re
+import statistics
 import zlib
 from collections import Counter
 from collections.abc import Callable
@@ -18,6 +21,7 @@ from ..agents.openai_agent import Endpoint
 from ..sim.errors import EpisodeFailure
 from ..sim.task import Task
 from ..workspace import REGISTRY
+from .compose import compose
 from .families import families_for
 from .requirement import WorkflowRequirement
 from .validate import Report, validate_task_async
@@ -34,18 +38,22 @@ class Generator(Protocol):
 
 @dataclass
 class ProceduralGenerator:
-    """Parametrised task families, deterministic by seed."""
+    """Plans of workflow primitives composed into tasks (``compose``, the default), or the
+    fixed families (``families``), deterministic by seed."""
 
     seed: int = 0
     name: str = "procedural"
+    mode: str = "compose"
 
     def _build(self, req: WorkflowRequirement, index: int, round_: int) -> dict[str, Any]:
+        rng = random.Random(zlib.crc32(f"{self.seed}:{req.id}:{index}:{round_}".encode()))
+        if self.mode == "compose":
+            return compose(req, rng, f"{req.id}-{index:05d}")
         fams = families_for(req)
         if not fams:
             raise ValueError(f"{req.id}: no task family fits apps {req.apps} and capabilities "
                              f"{sorted(req.capabilities)}")
         fam = fams[index % len(fams)]
-        rng = random.Random(zlib.crc32(f"{self.seed}:{req.id}:{index}:{round_}".encode()))
         return fam.build(req, rng, f"{req.id}-{index:05d}")
 
     async def generate(self, req: WorkflowRequirement, index: int) -> dict[str, Any]:
@@ -158,16 +166,65 @@ class SynthStats:
     rounds_of_accepted: list[int] = field(default_factory=list)
     reasons: Counter[str] = field(default_factory=Counter)
     coverage: dict[str, dict[str, int]] = field(default_factory=dict)
+    shapes: Counter[str] = field(default_factory=Counter)
+    primitives: Counter[str] = field(default_factory=Counter)
+    capabilities: Counter[str] = field(default_factory=Counter)
+    turns: list[int] = field(default_factory=list)
+    people: list[int] = field(default_factory=list)
+    sim_minutes: list[float] = field(default_factory=list)
+    instructions: list[str] = field(default_factory=list)
+    mutants: Counter[str] = field(default_factory=Counter)
+
+    def add_accepted(self, spec: dict[str, Any], report: Report) -> None:
+        plan = spec.get("plan") or {}
+        self.shapes[str(plan.get("shape", spec.get("family", "?")))] += 1
+        self.primitives.update(plan.get("primitives", []))
+        self.capabilities.update(report.capabilities)
+        self.turns.append(int(report.oracle.get("turns", 0)))
+        self.sim_minutes.append(float(report.oracle.get("sim_minutes", 0.0)))
+        self.people.append(len(spec.get("coworkers") or []))
+        self.instructions.append(str(spec.get("instruction", "")))
+        if report.mutation is not None:
+            self.mutants["applicable"] += report.mutation.applicable
+            self.mutants["killed"] += report.mutation.killed
+            self.mutants["accepted_survivors"] += len(report.mutation.survivors)
 
     def to_json(self) -> dict[str, Any]:
         n = self.requested or 1
+        words = [re.findall(r"[a-z0-9$']+", i.lower()) for i in self.instructions]
+        bigrams = [(a, b) for w in words for a, b in itertools.pairwise(w)]
+        days = [m / (24 * 60) for m in self.sim_minutes]
         return {"requested": self.requested, "accepted": self.accepted,
                 "first_pass_validity": round(self.first_pass / n, 4),
                 "validity_after_repair": round(self.accepted / n, 4),
                 "mean_rounds": round(sum(self.rounds_of_accepted)
                                      / max(1, len(self.rounds_of_accepted)), 3),
                 "rejection_reasons": dict(self.reasons.most_common()),
-                "coverage": self.coverage}
+                "coverage": self.coverage,
+                "plan_shapes": {"distinct": len(self.shapes),
+                                "most_common": dict(self.shapes.most_common(10))},
+                "primitive_coverage": dict(self.primitives.most_common()),
+                "capability_coverage": dict(self.capabilities.most_common()),
+                "instruction_diversity": {
+                    "distinct_bigrams": len(set(bigrams)), "bigrams": len(bigrams),
+                    "distinct_ratio": round(len(set(bigrams)) / max(1, len(bigrams)), 4),
+                    "distinct_instructions": len(set(self.instructions))},
+                "oracle_agent_steps": _distribution(self.turns),
+                "coworkers": _distribution(self.people),
+                "simulated_days": _distribution(days),
+                "multi_day_share": round(sum(1 for m in self.sim_minutes if m > 24 * 60)
+                                         / max(1, len(self.sim_minutes)), 4),
+                "mutants": dict(self.mutants)}
+
+
+def _distribution(xs: list[float] | list[int]) -> dict[str, float]:
+    if not xs:
+        return {}
+    s = sorted(xs)
+    q = [s[min(len(s) - 1, int(p * len(s)))] for p in (0.1, 0.5, 0.9)]
+    return {"min": round(float(s[0]), 2), "p10": round(float(q[0]), 2),
+            "median": round(float(statistics.median(s)), 2), "p90": round(float(q[2]), 2),
+            "max": round(float(s[-1]), 2), "mean": round(float(statistics.fmean(s)), 2)}
 
 
 def spec_fingerprint(spec: dict[str, Any]) -> str:
@@ -225,6 +282,7 @@ async def synthesize(reqs: list[WorkflowRequirement], generator: Generator, n: i
                     seen.add(fp)
                     accepted[slot] = spec
                     stats.accepted += 1
+                    stats.add_accepted(spec, report)
                     stats.first_pass += round_ == 0
                     stats.rounds_of_accepted.append(round_)
                     for c in report.capabilities:

@@ -202,13 +202,34 @@ def _plain(value: float) -> str:
     return f"{value:.0f}" if value == int(value) else f"{value}"
 
 
-def mutants(task: Task, steps: list[Step], events: list[Any],
-            state: WorkspaceState) -> list[Mutant]:
-    """Every applicable mutant of a task, from its resolved reference and its oracle run."""
+def _made_by(task: Task) -> dict[int, int]:
+    """For each step, the latest earlier step whose result it uses (``${id...}``)."""
+    made = {s.id: i for i, s in enumerate(task.reference) if isinstance(s, ToolStep) and s.id}
+    out: dict[int, int] = {}
+    for i, s in enumerate(task.reference):
+        if isinstance(s, ToolStep):
+            used = [made[m.group(1)] for m in _REF.finditer(str(s.args)) if m.group(1) in made]
+            if used:
+                out[i] = max(used)
+    return out
+
+
+_REF = re.compile(r"\$\{([A-Za-z0-9_]+)\.")
+
+
+def mutants(task: Task, steps: list[Step], events: list[Any], state: WorkspaceState,
+            blocked: list[int] | None = None) -> list[Mutant]:
+    """Every applicable mutant of a task, from its resolved reference and its oracle run.
+
+    A premature copy goes before the nearest earlier wait that really waited in the oracle's
+    run (``blocked``): before what it waits for had come. It does not apply where the step
+    acts on something made after that point (it would only be refused)."""
     out: list[Mutant] = []
     body: list[Step] = [s for s in steps if not isinstance(s, FinishStep)]
     finish: list[Step] = [FinishStep(summary="done")]
     waits = [i for i, s in enumerate(body) if isinstance(s, WaitStep)]
+    blocking = [i for i in waits if blocked is None or i in blocked]
+    made_by = _made_by(task)
     for i, s in enumerate(body):
         if not _writes(s):
             continue
@@ -216,8 +237,8 @@ def mutants(task: Task, steps: list[Step], events: list[Any],
             f"message to {s.to}" if isinstance(s, MessageStep) else s.kind
         out.append(Mutant(f"drop:{i}", "sabotage", f"leave out step {i} ({what})",
                           body[:i] + body[i + 1:] + finish))
-        before = [w for w in waits if w < i]
-        if before:
+        before = [w for w in blocking if w < i]
+        if before and made_by.get(i, -1) < before[-1]:
             w = before[-1]
             out.append(Mutant(f"premature:{i}", "sabotage", f"step {i} ({what}) also done "
                               f"before the wait at step {w}",
@@ -353,7 +374,7 @@ async def mutation_check(task: Task, oracle_run: tuple[EpisodeResult, Any] | Non
     roomy = task.model_copy(update={"limits": task.limits.model_copy(update={
         "max_turns": task.limits.max_turns + 16})})
     steps = resolved_steps(task, oracle)
-    for m in mutants(task, steps, kernel.events, kernel.state):
+    for m in mutants(task, steps, kernel.events, kernel.state, list(oracle.blocked)):
         res, _ = await _run(roomy, m.steps)
         passed = res.status == "completed" and res.passed
         report.results.append(MutantResult(

@@ -50,6 +50,8 @@ class Report:
     """Capabilities whose property was verified (the coverage report)."""
     mutation: MutationReport | None = None
     """The mutation check's results (with ``mutate``)."""
+    oracle: dict[str, Any] = field(default_factory=dict)
+    """The reference solution's run: agent turns and simulated minutes."""
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
@@ -248,7 +250,8 @@ async def _validate(spec: Any, where: str, mutate: bool = False) -> Report:
                                  f"{m.termination})", observed=m.score, expected="passed"))
         if mutation.error:
             rej.append(Rejection("mutant", "reference", mutation.error))
-    return Report(task.id, not rej, rej, verified, mutation)
+    return Report(task.id, not rej, rej, verified, mutation,
+                  {"turns": first.turns, "sim_minutes": round(first.sim_time / 60, 1)})
 
 
 def validate_task(spec: Any, where: str = "spec", *, mutate: bool = False) -> Report:
