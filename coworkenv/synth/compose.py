@@ -39,6 +39,8 @@ METRICS = ["Q3 travel spend", "cloud bill", "training budget", "hardware spend",
            "conference budget"]
 DELIVERABLES = ["onboarding checklist", "vendor comparison", "release notes",
                 "budget summary", "hiring plan", "incident write-up"]
+_GENERIC = {"lead", "manager", "head", "team", "desk", "the", "and", "senior", "junior",
+            "officer", "specialist", "director"}
 EXTRA_PEOPLE = [
     ("Ana Silva", "Accounts Payable", "finance", "America/New_York"),
     ("Ben Osei", "Procurement Lead", "operations", "Europe/London"),
@@ -133,13 +135,43 @@ class Composer:
         """What the report states besides figures (a moved meeting, a new owner), with the
         event that made it true."""
         self.has_change = False
+        self.min_coworkers = 2
+        self.amount_range: tuple[int, int] | None = None
+        self.range_for = "any"
+        """The range of the first figure, when a process's condition decides on it."""
 
     # binding ------------------------------------------------------------------------------
-    def person(self) -> str:
+    def person(self, role: str | None = None) -> str:
         """A coworker not yet in the plan: each plays one part, so that what one person says
-        is never mistaken for another part's answer. When the company has no one left, a new
-        colleague joins its directory for this task."""
+        is never mistaken for another part's answer; with ``role`` (a process lane), someone
+        whose role or team says it. When the company has no one left, a new colleague joins
+        its directory for this task."""
         free = [p for p in self.pool if p not in self.used]
+        if role:
+            words = [w for w in re.findall(r"[a-z]+", role.lower())
+                     if len(w) > 2 and w not in _GENERIC]
+
+            def fits(text: str) -> bool:
+                return any(w in text.lower() for w in words)
+
+            fit = [p for p in free if fits(f"{self.directory[p].get('role', '')} "
+                                           f"{self.directory[p].get('team', '')}")]
+            if fit:
+                free = fit + [p for p in free if p not in fit]
+            elif len(self.used) < 8:
+                known = [e for e in EXTRA_PEOPLE if fits(f"{e[1]} {e[2]}")
+                         and e[0].split()[0].lower() not in self.directory]
+                name, title, team, tz = known[0] if known else (
+                    f"{role.title()} Desk", role.title(), words[0] if words else "ops",
+                    "America/New_York")
+                pid = re.sub(r"[^a-z]", "", name.split()[0].lower() if known
+                             else role.lower())[:12] or "colleague"
+                row = {"id": pid, "name": name, "email": f"{pid}@{self.req.company}.test",
+                       "role": title, "team": team, "manager": self.user, "timezone": tz}
+                self.add_seed("people", row)
+                self.directory[pid] = row
+                self.pool.append(pid)
+                free = [pid, *free]
         if len(self.used) >= 8:
             raise PlanError("a plan works with at most eight coworkers")
         if not free:
@@ -191,9 +223,19 @@ class Composer:
                             "first": v.source, "then": {"text": {"contains": [v.text]}}})
 
     # primitives -----------------------------------------------------------------------------
+    def money(self, kind: str = "any") -> str:
+        """An amount for a figure: the one a process condition decides on within its range
+        (the approved document's, or else the first figure)."""
+        if self.amount_range is not None and self.range_for in ("any", kind):
+            lo, hi = self.amount_range
+            self.amount_range = None
+            return f"${self.rng.randint(lo, hi) // 10 * 10:,}"
+        return _money(self.rng, *self.req.parameters.amounts)
+
     def ask(self, st: dict[str, Any], variant: str = "") -> None:
-        pid, metric = self.person(), self.metric()
-        amount = _money(self.rng, *self.req.parameters.amounts)
+        pid = self.person(st.get("role"))
+        metric = _metric_of(st["step"]) if st.get("step") else self.metric()
+        amount = self.money()
         key = metric.lower()
         m = self.member(pid)
         role = str(self.directory.get(pid, {}).get("role", ""))
@@ -270,8 +312,9 @@ class Composer:
         self.goals.append(f"Get the {metric} from {self.name(away)}.")
 
     def handoff(self, st: dict[str, Any]) -> None:
-        pid, what = self.person(), self.rng.choice(DELIVERABLES)
-        amount = _money(self.rng, *self.req.parameters.amounts)
+        pid = self.person(st.get("role"))
+        what = _metric_of(st["step"]) if st.get("step") else self.rng.choice(DELIVERABLES)
+        amount = self.money()
         m = self.member(pid)
         m["facts"].append({"key": f"f{self.n}", "value": "On it. I'll send it to you tomorrow "
                            "morning.", "keywords": ["prepare"]})
@@ -291,8 +334,8 @@ class Composer:
             f"{self.name(pid)} should prepare the {what}; follow up when it comes in."]))
 
     def lookup_doc(self, st: dict[str, Any]) -> None:
-        metric = self.metric()
-        amount = _money(self.rng, *self.req.parameters.amounts)
+        metric = _metric_of(st["step"]) if st.get("step") else self.metric()
+        amount = self.money("lookup_doc")
         owner = self.person()
         doc_id = f"doc-{self.tid[-5:]}-{self.n}"
         title = f"{metric.title()} {self.rng.choice(['report', 'sheet', 'summary'])}"
@@ -463,7 +506,7 @@ class Composer:
 
     def approval(self, st: dict[str, Any]) -> None:
         d = self.docs[0]
-        approver = self.person()
+        approver = self.person(st.get("role"))
         busy = self.rng.random() < 0.5
         m = self.member(approver)
         delay = self.rng.choice([5, 10, 20])
@@ -495,9 +538,11 @@ class Composer:
             self.buckets["waits"].append(wait)
         self.approved_event = {"actor": approver, "to": self.agent,
                          "text": {"contains": ["Approved", d["amount"]]}}
-        self.goals.append(self.rng.choice([
-            f"{self.name(approver)} has to approve the {d['metric']} before anything goes out.",
-            f"Nothing leaves before {self.name(approver)} approves the {d['metric']}."]))
+        if not st.get("ruled"):  # (a process's rule says when approval is needed)
+            self.goals.append(self.rng.choice([
+                f"{self.name(approver)} has to approve the {d['metric']} before anything goes "
+                "out.", f"Nothing leaves before {self.name(approver)} approves the "
+                f"{d['metric']}."]))
 
     def share(self, st: dict[str, Any]) -> None:
         who = self.person()
@@ -543,8 +588,9 @@ class Composer:
              f"Give {self.name(who)} read-only access to \"{name} (team copy)\".")
 
     def ticket(self, st: dict[str, Any]) -> None:
-        queue = f"q-{self.tid[-5:]}"
-        topic = self.rng.choice(self.req.parameters.ticket_topics + TOPICS)
+        queue = f"q-{self.tid[-5:]}-{self.n}"
+        topic = (_metric_of(st["step"]).capitalize() + " request") if st.get("step") else \
+            self.rng.choice(self.req.parameters.ticket_topics + TOPICS)
         assignee = self.person()
         amount_v = self.values[0] if self.values else None
         amount = amount_v.text if amount_v else _money(self.rng, *self.req.parameters.amounts)
@@ -703,9 +749,9 @@ class Composer:
         caps = self._capabilities(steps)
         if not caps:
             raise PlanError("the plan exercises no capability")
-        if len([p for p in self.cast if p != self.user]) < 2:
-            raise PlanError("a plan works with at least two coworkers")
-        instruction = " ".join(self.goals)
+        if len([p for p in self.cast if p != self.user]) < self.min_coworkers:
+            raise PlanError(f"a plan works with at least {self.min_coworkers} coworkers")
+        instruction = " ".join([*self.goals, *getattr(self, "rules", [])])
         if self.req.constraints and self.rng.random() < 0.5:
             instruction += " " + self.rng.choice(self.req.constraints)
         spec: Spec = {
@@ -735,6 +781,18 @@ class Composer:
         if self.safety:
             caps.append("safety_sensitive_handling")
         return caps
+
+
+_VERBS = re.compile(r"^(give|provide|send|confirm|share|read|look up|check|get|find|prepare|"
+                    r"write|draft|make|file|open|create|raise|track|book|schedule|approve)\s+"
+                    r"(the\s+|a\s+|an\s+)?", re.I)
+
+
+def _metric_of(step: str) -> str:
+    """What a process step is about: "Give the delivery cost" -> "delivery cost"."""
+    what = _VERBS.sub("", step.strip()).strip(" .")
+    what = re.sub(r"\s+(document|sheet|doc|ticket|request)$", "", what, flags=re.I)
+    return what.lower() or "figure"
 
 
 def _usable(req: WorkflowRequirement, name: str) -> bool:
@@ -805,10 +863,29 @@ def draw_plan(req: WorkflowRequirement, rng: random.Random) -> list[Stage]:
 
 def compose(req: WorkflowRequirement, rng: random.Random, tid: str,
             plan: list[Stage] | None = None) -> Spec:
-    """One task spec for ``req``: from ``plan``, or from a plan drawn with ``rng`` (drawn
-    again, up to 20 times, while it cannot be bound)."""
+    """One task spec for ``req``: from ``plan``; for a requirement read from a process, from
+    one path through it; else from a plan drawn with ``rng`` (drawn again, up to 20 times,
+    while it cannot be bound)."""
     if plan is not None:
         return Composer(req, rng, tid).build(plan)
+    if req.process is not None:
+        from .bpmn import ProcessGraph, plan_from_process
+
+        graph = ProcessGraph.model_validate(req.process)
+        for _ in range(20):
+            path, bind = plan_from_process(graph, rng)
+            c = Composer(req, rng, tid)
+            c.amount_range = bind["amount_range"]
+            c.range_for = bind.get("range_for", "any")
+            c.min_coworkers = 1  # the process says who takes part
+            c.rules = list(bind["rules"])
+            try:
+                spec = c.build(path)
+            except PlanError:
+                continue
+            spec["family"] = f"{req.id}/process"
+            return spec
+        raise PlanError(f"{req.id}: no path through the process could be bound")
     for _ in range(20):
         try:
             return Composer(req, rng, tid).build(draw_plan(req, rng))

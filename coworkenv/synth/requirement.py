@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -46,6 +46,8 @@ class WorkflowRequirement(BaseModel):
     parameters: Parameters
     constraints: list[str] = Field(default_factory=list)
     difficulty: tuple[Difficulty, Difficulty] = ("easy", "hard")
+    process: dict[str, Any] | None = Field(default=None, description="The process graph it was "
+                                           "read from (a BPMN file), which plans follow")
 
     @model_validator(mode="after")
     def _weights(self) -> WorkflowRequirement:
@@ -56,7 +58,14 @@ class WorkflowRequirement(BaseModel):
 
 
 def load_requirement(path: str | Path) -> WorkflowRequirement:
+    """A requirement from a YAML file, or from a BPMN 2.0 process file (``.bpmn``)."""
     p = Path(path)
+    if p.suffix.lower() in (".bpmn", ".xml"):
+        from .bpmn import read_process
+
+        return read_process(p)[0]
+    if p.is_dir():
+        raise TaskFileError(str(p), ["is a folder; give requirement files (.yaml or .bpmn)"])
     try:
         data = yaml.safe_load(p.read_text())
         return WorkflowRequirement.model_validate(data)
