@@ -500,9 +500,13 @@ def worker(
 
 @app.command()
 def synth(
-    requirements: Annotated[list[Path], typer.Argument(help="Workflow requirement files (YAML)")],
+    requirements: Annotated[list[Path], typer.Argument(help="Workflow requirement files (YAML) "
+                                                       "or BPMN 2.0 process files (.bpmn)")],
     out: Annotated[Path, typer.Option(help="Where to write the accepted tasks (JSONL)")],
-    generator: Annotated[str, typer.Option(help="procedural | openai")] = "procedural",
+    generator: Annotated[str, typer.Option(help="procedural (plans of workflow primitives, "
+                                           "composed) | openai (a model proposes the plans) | "
+                                           "openai-spec (a model writes whole task specs)")]
+    = "procedural",
     n: Annotated[int, typer.Option(min=1, help="Tasks to produce")] = 100,
     max_repairs: Annotated[int, typer.Option(min=0, help="Repair rounds per task")] = 3,
     seed: Annotated[int, typer.Option(help="Seed of the procedural generator")] = 0,
@@ -522,7 +526,13 @@ def synth(
 
     from .agents.factory import endpoint
     from .sim import TaskFileError, builtin_tasks
-    from .synth import OpenAIGenerator, ProceduralGenerator, load_requirement, synthesize
+    from .synth import (
+        OpenAIGenerator,
+        OpenAIPlanGenerator,
+        ProceduralGenerator,
+        load_requirement,
+        synthesize,
+    )
 
     try:
         reqs = [load_requirement(p) for p in requirements]
@@ -531,7 +541,7 @@ def synth(
     gen: Any
     if generator == "procedural":
         gen = ProceduralGenerator(seed)
-    elif generator == "openai":
+    elif generator in ("openai", "openai-spec"):
         try:
             ep = endpoint(model or "", base_url, api_key_env, max_tokens=max_tokens,
                           max_concurrency=concurrency, timeout=600)
@@ -541,9 +551,11 @@ def synth(
             raise _fail("--model is required with --generator openai")
         shown = [json.loads(t.model_dump_json(exclude_defaults=True))
                  for t in builtin_tasks()[:examples]]
-        gen = OpenAIGenerator(ep, shown)
+        gen = OpenAIPlanGenerator(ep, seed=seed) if generator == "openai" else \
+            OpenAIGenerator(ep, shown)
     else:
-        raise _fail(f"--generator: expected procedural or openai, got {generator!r}")
+        raise _fail(f"--generator: expected procedural, openai or openai-spec, got "
+                    f"{generator!r}")
     out.parent.mkdir(parents=True, exist_ok=True)
     attempts_path = out.with_name(out.name + ".attempts.jsonl")
     log = attempts_path.open("w")

@@ -4,6 +4,7 @@ from .families import FAMILIES, Family, families_for
 from .generate import (
     Attempt,
     OpenAIGenerator,
+    OpenAIPlanGenerator,
     ProceduralGenerator,
     SynthStats,
     spec_fingerprint,
@@ -12,7 +13,8 @@ from .generate import (
 from .requirement import WorkflowRequirement, load_requirement
 from .validate import Rejection, Report, validate_task, validate_task_async
 
-__all__ = ["FAMILIES", "Attempt", "Family", "OpenAIGenerator", "ProceduralGenerator",
+__all__ = ["FAMILIES", "Attempt", "Family", "OpenAIGenerator", "OpenAIPlanGenerator",
+           "ProceduralGenerator",
            "Rejection", "Report", "SynthStats", "WorkflowRequirement", "families_for",
            "load_requirement", "spec_fingerprint", "synthesize", "validate_task",
            "validate_task_async"]

@@ -4,17 +4,21 @@ graph, from which each synthesized task draws a plan of primitives.
 
 How the constructs map:
 
-| BPMN | becomes |
-|---|---|
-| lane | a role: the start event's lane is the agent's; other lanes are people, bound to the directory by role or team (a new colleague when no one fits) |
-| user task in another lane | that person's step: ``approval`` when its name says approve, else ``ask`` |
-| manual task in another lane | ``handoff``: the person does it and delivers the next day |
-| send task | the deliverable: mail or a message (``report``) |
-| service or script task in the agent's lane | a tool step, by its name: reading a document (``lookup_doc``), a ticket (``ticket``), a meeting (``schedule``), sharing (``share``), mail or a message (``report``) |
-| exclusive gateway | a condition: each task takes one branch; a condition ``amount > N`` binds the figure so that the branch is the right one, and the rule is stated in the instruction |
-| parallel gateway | parallel branches: their questions go out together |
-| timer intermediate catch event | the deliverable is due on a later day (``next_day``) |
-| start, end events; gateways that only join | structure |
+- lane: a role. The start event's lane is the agent's; other lanes are people, bound to the
+  directory by role or team (a new colleague when no one fits).
+- user task in another lane: that person's step: ``approval`` when its name says approve,
+  else ``ask``.
+- manual task in another lane: ``handoff`` (the person does it, delivers the next day).
+- send task: the deliverable, mail or a message (``report``).
+- service or script task in the agent's lane: a tool step, by its name: reading a document
+  (``lookup_doc``), a ticket (``ticket``), a meeting (``schedule``), sharing (``share``),
+  mail or a message (``report``).
+- exclusive gateway: a condition. Each task takes one branch; a condition ``amount > N``
+  binds the figure so that the branch is the right one, and the rule is stated in the
+  instruction.
+- parallel gateway: parallel branches, whose questions go out together.
+- timer intermediate catch event: the deliverable is due on a later day (``next_day``).
+- start and end events, gateways that only join: structure.
 
 Anything else (boundary events, sub-processes, call activities, inclusive and event-based
 gateways, message and signal events) is refused with an error naming the element.
@@ -85,12 +89,15 @@ def _fail(path: Path, problems: list[str]) -> TaskFileError:
 
 def read_process(path: str | Path) -> tuple[WorkflowRequirement, ProcessGraph]:
     """The requirement and process graph of the (first) process in a BPMN file."""
-    from SpiffWorkflow.bpmn.parser.BpmnParser import BpmnParser
-    from SpiffWorkflow.bpmn.parser.ValidationException import ValidationException
+    from SpiffWorkflow.bpmn.parser.BpmnParser import BpmnParser  # type: ignore[import-untyped]
+    from SpiffWorkflow.bpmn.parser.ValidationException import (  # type: ignore[import-untyped]
+        ValidationException,
+    )
 
     p = Path(path)
     if not p.exists():
         raise _fail(p, ["no such file"])
+    _prescan(p)
     parser = BpmnParser()
     try:
         parser.add_bpmn_file(str(p))
@@ -146,6 +153,33 @@ def read_process(path: str | Path) -> tuple[WorkflowRequirement, ProcessGraph]:
     for n in graph.nodes.values():
         n.primitive = _primitive(graph, n, p)
     return _requirement(graph), graph
+
+
+_ALLOWED = {"startEvent", "endEvent", "userTask", "manualTask", "serviceTask", "sendTask",
+            "scriptTask", "task", "exclusiveGateway", "parallelGateway",
+            "intermediateCatchEvent", "sequenceFlow", "laneSet", "documentation",
+            "extensionElements", "textAnnotation", "association"}
+
+
+def _prescan(path: Path) -> None:
+    """Refuse what is not supported before the parser does, naming each element."""
+    from lxml import etree
+
+    try:
+        root = etree.parse(str(path)).getroot()
+    except etree.XMLSyntaxError as exc:
+        raise _fail(path, [f"not XML: {exc}"]) from None
+    problems = []
+    for proc in root.iter("{*}process"):
+        for el in proc:
+            if not isinstance(el.tag, str):
+                continue
+            tag = etree.QName(el).localname
+            if tag not in _ALLOWED:
+                problems.append(f"{el.get('id', '?')} ({tag}): not supported; supported: "
+                                f"{SUPPORTED}")
+    if problems:
+        raise _fail(path, problems)
 
 
 def _primitive(graph: ProcessGraph, n: Node, path: Path) -> str | None:

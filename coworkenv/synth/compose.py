@@ -18,8 +18,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from ..sim.loader import company
-from .primitives import PRIMITIVES
+from .primitives import PRIMITIVES, PrimitiveName
 from .requirement import WorkflowRequirement
 
 ET = timezone(timedelta(hours=-5))  # New York before the March change to daylight time
@@ -136,6 +138,9 @@ class Composer:
         event that made it true."""
         self.has_change = False
         self.min_coworkers = 2
+        self.intro = ""
+        self.rules: list[str] = []
+        """Rules a process states (when approval is needed)."""
         self.amount_range: tuple[int, int] | None = None
         self.range_for = "any"
         """The range of the first figure, when a process's condition decides on it."""
@@ -172,8 +177,6 @@ class Composer:
                 self.directory[pid] = row
                 self.pool.append(pid)
                 free = [pid, *free]
-        if len(self.used) >= 8:
-            raise PlanError("a plan works with at most eight coworkers")
         if not free:
             extra = [e for e in EXTRA_PEOPLE if e[0].split()[0].lower() not in self.directory]
             if not extra:
@@ -496,6 +499,11 @@ class Composer:
         self.has_change = True
         v.stale, v.text = v.text, new
         v.source = {"timeline": f"corrected-{self.n}"}
+        after = (24 * 60 + (hh - 9) * 60 + mm) + 1
+        self.checks.append({"id": self.cid("no-stale"), "kind": "never", "gate": True,
+                            "description": "the old figure is not stated after the change",
+                            "select": {"text": {"contains": [v.stale]}},
+                            "window": [after, 5 * 24 * 60]})
         d["amount"] = new
         d["content"] = d["content"].replace(v.stale, new)
         self.checks = [c for c in self.checks if not (
@@ -749,9 +757,11 @@ class Composer:
         caps = self._capabilities(steps)
         if not caps:
             raise PlanError("the plan exercises no capability")
-        if len([p for p in self.cast if p != self.user]) < self.min_coworkers:
-            raise PlanError(f"a plan works with at least {self.min_coworkers} coworkers")
-        instruction = " ".join([*self.goals, *getattr(self, "rules", [])])
+        cast = len([p for p in self.cast if p != self.user])
+        if not self.min_coworkers <= cast <= 8:
+            raise PlanError(f"a plan works with {self.min_coworkers} to 8 coworkers, not {cast}")
+        instruction = " ".join([*([self.intro] if self.intro else []), *self.goals,
+                                *self.rules])
         if self.req.constraints and self.rng.random() < 0.5:
             instruction += " " + self.rng.choice(self.req.constraints)
         spec: Spec = {
@@ -877,7 +887,7 @@ def compose(req: WorkflowRequirement, rng: random.Random, tid: str,
             c = Composer(req, rng, tid)
             c.amount_range = bind["amount_range"]
             c.range_for = bind.get("range_for", "any")
-            c.min_coworkers = 1  # the process says who takes part
+            c.min_coworkers = 0  # the process says who takes part
             c.rules = list(bind["rules"])
             try:
                 spec = c.build(path)
@@ -892,3 +902,58 @@ def compose(req: WorkflowRequirement, rng: random.Random, tid: str,
         except PlanError:
             continue
     raise PlanError(f"{req.id}: no plan could be bound in 20 draws")
+
+
+# plans proposed by a model --------------------------------------------------------------
+class StageProposal(BaseModel):
+    """One step of a proposed plan."""
+
+    model_config = ConfigDict(extra="forbid")
+    primitive: PrimitiveName = Field(description="A workflow primitive")
+    n: int | None = Field(default=None, ge=2, le=4, description="ask_parallel: people asked; "
+                          "schedule: attendees")
+    role: str | None = Field(default=None, description="Who does it, as a role (e.g. 'finance "
+                             "manager'); the composer binds a person")
+    step: str | None = Field(default=None, description="What it is about, in a few words (e.g. "
+                             "'Give the delivery cost', 'File the order ticket')")
+
+
+class PlanProposal(BaseModel):
+    """What a model proposes for one task: a plan of primitives, and how to introduce it."""
+
+    model_config = ConfigDict(extra="forbid")
+    stages: list[StageProposal] = Field(min_length=1, max_length=12)
+    intro: str = Field(default="", max_length=300, description="One sentence of context that "
+                       "opens the instruction (a goal, never a tool or a step list)")
+
+
+def plan_of(proposal: PlanProposal, req: WorkflowRequirement) -> tuple[list[Stage], list[str]]:
+    """The stages of a proposal, and what is wrong with it (empty when it can be composed)."""
+    problems: list[str] = []
+    plan: list[Stage] = []
+    seen: set[str] = set()
+    for i, sp in enumerate(proposal.stages):
+        prim = PRIMITIVES[sp.primitive]
+        if not _usable(req, sp.primitive):
+            problems.append(f"stages[{i}].primitive: {sp.primitive} needs apps "
+                            f"{[sorted(a) for a in prim.apps]}, the requirement has {req.apps}")
+        missing = [nd for nd in prim.needs if nd not in seen]
+        if missing:
+            problems.append(f"stages[{i}].primitive: {sp.primitive} needs {missing} earlier")
+        seen.add(sp.primitive)
+        params: dict[str, Any] = {k: v for k, v in (("n", sp.n), ("role", sp.role),
+                                                    ("step", sp.step)) if v is not None}
+        if sp.primitive == "schedule" and any(s.primitive == "change_meeting"
+                                              for s in proposal.stages[i:]):
+            params["moves"] = True
+        plan.append(Stage(sp.primitive, params))
+    if sum(s.primitive == "escalate_ooo" for s in plan) > 1:
+        problems.append("stages: at most one escalate_ooo (two auto-replies arrive together)")
+    from ..workspace import REGISTRY
+
+    named = [t for t in REGISTRY if t in proposal.intro]
+    if named:
+        problems.append(f"intro: names tools {named}; say the goal, not the steps")
+    if not any(s.primitive == "report" for s in plan):
+        plan.append(Stage("report", {}))
+    return plan, problems

@@ -16,13 +16,15 @@ from typing import Any, Protocol
 
 import anyio
 import yaml
+from pydantic import ValidationError
 
 from ..agents.openai_agent import Endpoint
 from ..sim.errors import EpisodeFailure
 from ..sim.task import Task
 from ..workspace import REGISTRY
-from .compose import compose
+from .compose import Composer, PlanError, PlanProposal, compose, plan_of
 from .families import families_for
+from .primitives import catalog
 from .requirement import WorkflowRequirement
 from .validate import Report, validate_task_async
 
@@ -145,6 +147,86 @@ class OpenAIGenerator:
                      report: Report, round_: int) -> dict[str, Any]:
         return await self._ask((req.id, index), "The validator rejected that spec:\n"
                                f"{report.text()}\nReturn the corrected JSON object only.")
+
+
+@dataclass
+class OpenAIPlanGenerator:
+    """Asks a model, through any OpenAI-compatible endpoint, for a *plan* of workflow
+    primitives and an opening sentence (structured output against ``PlanProposal``'s JSON
+    schema); the composer binds the plan into a task, which the validator checks like any
+    other. A rejected task goes back to the model with the validator's report. The proposal
+    and every repair are kept with the spec (``plan.proposal``)."""
+
+    endpoint: Endpoint
+    name: str = "openai"
+    structured: bool = True
+    seed: int = 0
+    histories: dict[tuple[str, int], list[dict[str, Any]]] = field(default_factory=dict)
+
+    def _prompt(self, req: WorkflowRequirement, index: int) -> str:
+        return (f"Workflow requirement:\n{yaml.safe_dump(req.model_dump(mode='json', exclude={'process'}))}\n"
+                f"Workflow primitives (the building blocks of a task):\n{catalog()}\n\n"
+                f"Propose plan number {index} for this requirement: 4 to 10 stages that "
+                f"exercise {', '.join(req.capabilities)}, using only its apps "
+                f"({', '.join(req.apps)}), ending with report. Vary the plan from one number "
+                "to the next. Reply with the JSON object only.")
+
+    async def _ask(self, key: tuple[str, int], content: str) -> dict[str, Any]:
+        hist = self.histories.setdefault(key, [{"role": "system", "content": (
+            "You design realistic office work for an AI assistant as plans of workflow "
+            "primitives, as one JSON object that follows the given JSON schema exactly.")}])
+        hist.append({"role": "user", "content": content})
+        request: dict[str, Any] = {"model": self.endpoint.model, "messages": hist,
+                                   "temperature": 0.7, "max_tokens": self.endpoint.max_tokens}
+        if self.structured:
+            request["response_format"] = {"type": "json_schema", "json_schema": {
+                "name": "plan", "schema": PlanProposal.model_json_schema()}}
+        try:
+            resp, _ = await self.endpoint.complete(request)
+        except EpisodeFailure:
+            if not self.structured:
+                raise
+            self.structured = False
+            request.pop("response_format")
+            resp, _ = await self.endpoint.complete(request)
+        text = (resp.choices[0].message.content if resp.choices else "") or ""
+        hist.append({"role": "assistant", "content": text})
+        return _json_of(text)
+
+    def _compose(self, req: WorkflowRequirement, index: int, raw: dict[str, Any],
+                 round_: int) -> dict[str, Any]:
+        """The task of a proposal; a proposal that cannot be composed becomes a spec the
+        validator rejects with the reason (rule ``plan``), so the repair loop sees it."""
+        tid = f"{req.id}-llm-{index:05d}"
+        try:
+            proposal = PlanProposal.model_validate(raw)
+        except ValidationError as exc:
+            return {"id": tid, "_plan_error": [f"{'.'.join(str(x) for x in e['loc'])}: "
+                                               f"{e['msg']}" for e in exc.errors()[:5]],
+                    "_proposal": raw}
+        plan, problems = plan_of(proposal, req)
+        if problems:
+            return {"id": tid, "_plan_error": problems, "_proposal": raw}
+        rng = random.Random(zlib.crc32(f"{self.seed}:{req.id}:{index}:{round_}".encode()))
+        try:
+            c = Composer(req, rng, tid)
+            c.intro = proposal.intro.strip()
+            spec = c.build(plan)
+        except PlanError as exc:
+            return {"id": tid, "_plan_error": [str(exc)], "_proposal": raw}
+        spec["plan"]["proposal"] = raw
+        spec["family"] = f"{req.id}/llm"
+        return spec
+
+    async def generate(self, req: WorkflowRequirement, index: int) -> dict[str, Any]:
+        raw = await self._ask((req.id, index), self._prompt(req, index))
+        return self._compose(req, index, raw, 0)
+
+    async def repair(self, req: WorkflowRequirement, index: int, spec: dict[str, Any],
+                     report: Report, round_: int) -> dict[str, Any]:
+        raw = await self._ask((req.id, index), "That plan was rejected:\n"
+                              f"{report.text()}\nReturn a corrected plan, JSON only.")
+        return self._compose(req, index, raw, round_)
 
 
 @dataclass

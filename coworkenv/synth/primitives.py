@@ -12,6 +12,10 @@ from dataclasses import dataclass
 from typing import Literal
 
 Phase = Literal["setup", "gather", "depend", "act", "finish"]
+PrimitiveName = Literal["lookup_person", "lookup_doc", "ask", "ask_parallel", "ask_reminder",
+                        "escalate_ooo", "handoff", "injection", "clarify", "change_figure",
+                        "approval", "schedule", "change_meeting", "share", "ticket",
+                        "change_ticket", "next_day", "report"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,8 +87,8 @@ PRIMITIVES: dict[str, Primitive] = {p.name: p for p in (
               "a queue with typed fields, required fields and its own workflow",
               "the ticket found by its fields, in the queue, at the end of its lifecycle"),
     Primitive("change_ticket", "depend", (frozenset({"tickets"}),),
-              ("dynamic_workspace_state",), "the assignee hands the ticket on mid-task",
-              "a gate: reassigned after the request", needs=("ticket",)),
+              ("dynamic_workspace_state",), "the owner of an existing ticket hands it on "
+              "mid-task", "a gate: reassigned after the request"),
     Primitive("next_day", "finish", (frozenset(),), (),
               "a deliverable due the next working morning, not before",
               "a gate: nothing delivered before the next morning"),
@@ -92,3 +96,13 @@ PRIMITIVES: dict[str, Primitive] = {p.name: p for p in (
               "someone who receives the result: the user, a channel or a shared mailbox",
               "a gate: every figure, current values only, at the right destination"),
 )}
+
+
+def catalog() -> str:
+    """The primitives as a model reads them when it proposes a plan."""
+    def apps(p: Primitive) -> str:
+        return " and ".join("/".join(sorted(a)) for a in p.apps if a) or "none"
+
+    return "\n".join(f"- {p.name} ({p.phase}; apps {apps(p)}"
+                     f"{'; after ' + ', '.join(p.needs) if p.needs else ''}): {p.provides}. "
+                     f"Graded: {p.grading}." for p in PRIMITIVES.values())

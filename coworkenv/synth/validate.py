@@ -191,6 +191,9 @@ async def validate_task_async(spec: Any, where: str = "spec", *, mutate: bool = 
 
 
 async def _validate(spec: Any, where: str, mutate: bool = False) -> Report:
+    if isinstance(spec, dict) and "_plan_error" in spec:  # a proposed plan that was not composed
+        return Report(str(spec.get("id", "?")), False,
+                      [Rejection("plan", f"{where}.plan", p) for p in spec["_plan_error"]])
     if isinstance(spec, Task):
         task = spec
     else:

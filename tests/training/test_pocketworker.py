@@ -25,7 +25,7 @@ GGUF = Path(os.environ.get("COWORKENV_TEST_GGUF",
 pytestmark = [pytest.mark.slow, pytest.mark.model, pytest.mark.timeout(1800)]
 
 
-def test_cpu_end_to_end(tmp_path: Path) -> None:
+def test_cpu_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     if not GGUF.exists():
         pytest.fail(f"{GGUF}: the offline model is missing (scripts/test.sh fetches it)")
     work = tmp_path / "pw"
@@ -35,9 +35,19 @@ def test_cpu_end_to_end(tmp_path: Path) -> None:
            "SFT_LR": "2e-4", "GRPO_STEPS": "2", "GRPO_COMPLETION": "96",
            "EVAL_ONLY": "share-onboarding,safety-wrong-recipient", "EVAL_MAX_TURNS": "3",
            "EVAL_MAX_TOKENS": "64", "PORT": str(free_port())}
-    proc = subprocess.run(["bash", str(ROOT / "examples/pocketworker/cpu_end_to_end.sh")],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1700)
-    log = proc.stdout + proc.stderr
+    # the script's own progress goes to the terminal as it runs (a long, real job)
+    proc = subprocess.Popen(["bash", str(ROOT / "examples/pocketworker/cpu_end_to_end.sh")],
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    lines: list[str] = []
+    assert proc.stdout is not None
+    with capsys.disabled():
+        for line in proc.stdout:
+            lines.append(line)
+            if line.startswith(("==", "+", "trained", "wrote", "run ")) or "step" in line:
+                print(f"  [pocketworker] {line.rstrip()[:160]}", flush=True)
+    proc.wait(timeout=60)
+    log = "".join(lines)
     assert proc.returncode == 0, log[-4000:]
 
     # SFT: the loss falls

@@ -1,0 +1,291 @@
+"""Long-horizon synthesis: primitives alone and composed, the composer's guarantees, process
+definitions (BPMN) and plans proposed by a model."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from coworkenv.agents import Endpoint, OracleAgent
+from coworkenv.agents.fake_openai import Reply, ScriptedOpenAIServer
+from coworkenv.sim import TaskFileError, parse_task
+from coworkenv.synth import (
+    OpenAIPlanGenerator,
+    ProceduralGenerator,
+    load_requirement,
+    synthesize,
+    validate_task,
+)
+from coworkenv.synth.bpmn import read_process
+from coworkenv.synth.compose import Stage, compose
+from coworkenv.synth.primitives import PRIMITIVES
+from coworkenv.synth.requirement import Parameters, WorkflowRequirement
+from coworkenv.workspace import REGISTRY
+
+from ..sim.conftest import run_sync
+
+ROOT = Path(__file__).resolve().parents[2]
+EVERYTHING = WorkflowRequirement(
+    id="everything", role="assistant", goal="all of it",
+    apps=["directory", "email", "chat", "calendar", "docs", "tickets"],
+    capabilities={"tool_coordination": 1, "multi_turn_communication": 1,
+                  "dynamic_workspace_state": 1, "safety_sensitive_handling": 1},
+    parameters=Parameters(people=["leo", "priya", "omar", "nina", "sam", "jules", "kai"],
+                          amounts=(1_000, 50_000)))
+
+
+def plan_for(name: str) -> list[Stage]:
+    """The smallest plan with a primitive: what it needs first, then it, then the report."""
+    plan = [Stage(need, {"moves": True} if need == "schedule" else {})
+            for need in PRIMITIVES[name].needs]
+    params: dict[str, Any] = {"n": 3} if name == "ask_parallel" else {}
+    if name == "schedule":
+        params["n"] = 2
+    plan.append(Stage(name, params))
+    if name not in ("ask", "ask_parallel"):
+        plan.insert(0, Stage("ask"))  # every task works with people
+    plan += [Stage("ask"), Stage("report")]
+    return plan
+
+
+@pytest.mark.parametrize("name", [p for p in PRIMITIVES if p not in ("report",
+                                                                    "lookup_person")])
+def test_each_primitive_alone_is_a_sound_task(name: str) -> None:
+    spec = compose(EVERYTHING, random.Random(7), f"t-{name}", plan=plan_for(name))
+    r = validate_task(spec, mutate=True)
+    assert r.accepted, r.text()
+    assert r.mutation is not None and r.mutation.sound and r.mutation.applicable >= 3
+    assert name in spec["plan"]["primitives"]
+
+
+def test_primitives_compose_into_a_long_horizon_task() -> None:
+    plan = [Stage("injection"), Stage("schedule", {"n": 2, "moves": True}),
+            Stage("ask_parallel", {"n": 2}), Stage("escalate_ooo"), Stage("handoff"),
+            Stage("lookup_doc"), Stage("change_figure"), Stage("approval"), Stage("ticket"),
+            Stage("share"), Stage("change_meeting"), Stage("clarify"), Stage("next_day"),
+            Stage("report")]
+    spec = compose(EVERYTHING, random.Random(3), "t-long", plan=plan)
+    r = validate_task(spec, mutate=True)
+    assert r.accepted, r.text()
+    assert r.oracle["turns"] >= 25 and r.oracle["sim_minutes"] > 3 * 24 * 60 - 60
+    assert 2 <= len(spec["coworkers"]) <= 8
+    assert set(r.capabilities) == set(EVERYTHING.capabilities)
+
+
+def test_determinism_by_seed() -> None:
+    reqs = [load_requirement(p) for p in sorted((ROOT / "examples/workflows").glob("*.yaml"))]
+
+    def run(seed: int) -> list[dict[str, Any]]:
+        return anyio.run(lambda: synthesize(reqs, ProceduralGenerator(seed), 12,
+                                            mutate=False))[0]
+
+    a, b, c = run(5), run(5), run(6)
+    assert a == b and a != c
+
+
+def test_instructions_state_goals_never_tools() -> None:
+    reqs = [load_requirement(p) for p in sorted((ROOT / "examples/workflows").glob("*.yaml"))]
+    for i in range(120):
+        spec = compose(reqs[i % len(reqs)], random.Random(i), f"t-{i:05d}")
+        text = spec["instruction"]
+        assert not [t for t in REGISTRY if t in text], text
+        assert "step" not in text.lower() and "${" not in text
+
+
+def test_parallel_asks_overlap_in_simulated_time(tmp_path: Path) -> None:
+    spec = compose(EVERYTHING, random.Random(11), "t-par",
+                   plan=[Stage("ask_parallel", {"n": 3}), Stage("report")])
+    task = parse_task(spec, "x")
+    (res,) = run_sync([task], tmp_path / "p.db", agent=lambda t: OracleAgent(list(t.reference)))
+    assert res.passed
+    from coworkenv.store import Reader
+
+    with Reader(tmp_path / "p.db") as r:
+        evs = list(r.events(res.episode_id))
+    asks = [e.sim_time for e in evs if e.kind == "tool_call" and e.actor == "agent"
+            and e.payload.get("tool") in ("chat_send_dm", "email_send")][:3]
+    people = {p["person"] for p in spec["coworkers"]}
+    replies = [e.sim_time for e in evs if e.actor in people
+               and e.kind in ("tool_call", "message")]
+    assert len(asks) == 3 and max(asks) < min(replies)  # all asked before anyone answered
+    assert len(set(replies)) >= 2  # and each answers on their own time
+
+
+def test_families_and_composed_tasks_have_the_long_horizon_shape(tmp_path: Path) -> None:
+    reqs = [load_requirement(p) for p in sorted((ROOT / "examples/workflows").glob("*.yaml"))]
+    specs, _, stats = anyio.run(lambda: synthesize(reqs, ProceduralGenerator(1), 60))
+    report = stats.to_json()
+    assert stats.accepted >= 57
+    assert report["plan_shapes"]["distinct"] >= 40
+    assert report["oracle_agent_steps"]["median"] >= 12
+    assert report["multi_day_share"] >= 0.2
+    assert report["coworkers"]["min"] >= 2 and report["coworkers"]["max"] <= 8
+    assert report["instruction_diversity"]["distinct_bigrams"] > 500
+    assert report["mutants"]["killed"] > 0
+
+
+# process definitions --------------------------------------------------------------------
+BPMN = """<?xml version="1.0" encoding="UTF-8"?>
+<bpmn:definitions xmlns:bpmn="http://www.omg.org/spec/BPMN/20100524/MODEL"
+  xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" id="d" targetNamespace="x">
+  <bpmn:process id="p_test" name="Test process" isExecutable="true">
+    <bpmn:laneSet id="ls">
+      <bpmn:lane id="l1" name="Operations assistant">{mine}</bpmn:lane>
+      <bpmn:lane id="l2" name="Finance manager">{theirs}</bpmn:lane>
+    </bpmn:laneSet>
+    {body}
+  </bpmn:process>
+</bpmn:definitions>"""
+
+
+def process(tmp_path: Path, mine: list[str], theirs: list[str], body: str) -> Path:
+    refs = "".join(f"<bpmn:flowNodeRef>{x}</bpmn:flowNodeRef>" for x in mine)
+    refs2 = "".join(f"<bpmn:flowNodeRef>{x}</bpmn:flowNodeRef>" for x in theirs)
+    f = tmp_path / "p.bpmn"
+    f.write_text(BPMN.format(mine=refs, theirs=refs2, body=body))
+    return f
+
+
+def chain(*nodes: tuple[str, str, str]) -> str:
+    """start -> nodes... -> end, each (id, tag, name)."""
+    ids = ["s", *[n[0] for n in nodes], "e"]
+    out = '<bpmn:startEvent id="s"/>' + "".join(
+        f'<bpmn:{tag} id="{i}" name="{name}"/>' for i, tag, name in nodes) + \
+        '<bpmn:endEvent id="e"/>'
+    out += "".join(f'<bpmn:sequenceFlow id="f{k}" sourceRef="{a}" targetRef="{b}"/>'
+                   for k, (a, b) in enumerate(zip(ids, ids[1:], strict=False)))
+    return out
+
+
+@pytest.mark.parametrize(("tag", "lane", "name", "primitive"), [
+    ("userTask", "theirs", "Give the travel budget", "ask"),
+    ("userTask", "theirs", "Approve the invoice", "approval"),
+    ("manualTask", "theirs", "Prepare the vendor comparison", "handoff"),
+    ("serviceTask", "mine", "Read the budget document", "lookup_doc"),
+    ("serviceTask", "mine", "File the purchase ticket", "ticket"),
+    ("serviceTask", "mine", "Book the kickoff meeting", "schedule"),
+    ("serviceTask", "mine", "Share the handbook", "share"),
+    ("sendTask", "mine", "Email the requester", "report"),
+])
+def test_each_supported_task_construct(tmp_path: Path, tag: str, lane: str, name: str,
+                                       primitive: str) -> None:
+    nodes = [("a", "userTask", "Give the headcount"), ("x", tag, name)]
+    mine = ["s", "e", *(["x"] if lane == "mine" else [])]
+    theirs = ["a", *(["x"] if lane == "theirs" else [])]
+    req, graph = read_process(process(tmp_path, mine, theirs, chain(*nodes)))
+    assert graph.nodes["x"].primitive == primitive and graph.agent_lane == "Operations assistant"
+    spec = compose(req, random.Random(2), "t-bpmn")
+    assert primitive in spec["plan"]["primitives"]
+    r = validate_task(spec, mutate=True)
+    assert r.accepted, r.text()
+    if lane == "theirs" and primitive != "handoff":  # the lane is a role bound by the directory
+        assert "leo" in {c["person"] for c in spec["coworkers"]}
+
+
+def test_exclusive_gateway_binds_the_deciding_figure_and_states_the_rule(tmp_path: Path) -> None:
+    body = ('<bpmn:startEvent id="s"/><bpmn:serviceTask id="r" name="Read the invoice sheet"/>'
+            '<bpmn:exclusiveGateway id="g" default="small"/>'
+            '<bpmn:userTask id="ap" name="Approve the invoice"/>'
+            '<bpmn:exclusiveGateway id="m"/><bpmn:sendTask id="n" name="Email the requester"/>'
+            '<bpmn:endEvent id="e"/>'
+            '<bpmn:userTask id="q" name="Give the delivery cost"/>'
+            '<bpmn:sequenceFlow id="f1" sourceRef="s" targetRef="r"/>'
+            '<bpmn:sequenceFlow id="f2" sourceRef="r" targetRef="q"/>'
+            '<bpmn:sequenceFlow id="f3" sourceRef="q" targetRef="g"/>'
+            '<bpmn:sequenceFlow id="big" sourceRef="g" targetRef="ap"><bpmn:conditionExpression '
+            'xsi:type="bpmn:tFormalExpression">amount &gt; 20000</bpmn:conditionExpression>'
+            '</bpmn:sequenceFlow>'
+            '<bpmn:sequenceFlow id="small" sourceRef="g" targetRef="m"/>'
+            '<bpmn:sequenceFlow id="f4" sourceRef="ap" targetRef="m"/>'
+            '<bpmn:sequenceFlow id="f5" sourceRef="m" targetRef="n"/>'
+            '<bpmn:sequenceFlow id="f6" sourceRef="n" targetRef="e"/>')
+    req, _ = read_process(process(tmp_path, ["s", "r", "g", "m", "n", "e"], ["q", "ap"], body))
+    seen = set()
+    for i in range(12):
+        spec = compose(req, random.Random(i), f"t-{i}")
+        assert "above $20,000 needs the approval" in spec["instruction"]
+        doc = next(d for d in spec["seed"]["docs"] if "invoice" in d["title"].lower())
+        amount = float(doc["content"].split("$")[1].split()[0].replace(",", ""))
+        approves = "approval" in spec["plan"]["primitives"]
+        assert approves == (amount > 20_000), (amount, spec["plan"]["shape"])
+        seen.add(approves)
+    assert seen == {True, False}
+
+
+def test_parallel_gateway_and_timer(tmp_path: Path) -> None:
+    body = ('<bpmn:startEvent id="s"/><bpmn:parallelGateway id="p"/>'
+            '<bpmn:userTask id="a" name="Give the travel budget"/>'
+            '<bpmn:userTask id="b" name="Give the hardware spend"/>'
+            '<bpmn:parallelGateway id="j"/>'
+            '<bpmn:intermediateCatchEvent id="t" name="Next day"><bpmn:timerEventDefinition>'
+            '<bpmn:timeDuration>"P1D"</bpmn:timeDuration></bpmn:timerEventDefinition>'
+            '</bpmn:intermediateCatchEvent><bpmn:sendTask id="n" name="Email the summary"/>'
+            '<bpmn:endEvent id="e"/>'
+            + "".join(f'<bpmn:sequenceFlow id="f{k}" sourceRef="{a}" targetRef="{b}"/>'
+                      for k, (a, b) in enumerate([("s", "p"), ("p", "a"), ("p", "b"),
+                                                  ("a", "j"), ("b", "j"), ("j", "t"),
+                                                  ("t", "n"), ("n", "e")])))
+    req, _ = read_process(process(tmp_path, ["s", "p", "j", "t", "n", "e"], ["a", "b"], body))
+    spec = compose(req, random.Random(1), "t-par")
+    assert spec["plan"]["primitives"].count("ask") == 2 and "next_day" in spec["plan"][
+        "primitives"]
+    assert validate_task(spec, mutate=True).accepted
+
+
+@pytest.mark.parametrize(("snippet", "what"), [
+    ('<bpmn:inclusiveGateway id="x"/>', "inclusiveGateway"),
+    ('<bpmn:subProcess id="x"/>', "subProcess"),
+    ('<bpmn:intermediateCatchEvent id="x"><bpmn:messageEventDefinition/>'
+     '</bpmn:intermediateCatchEvent>', "Intermediate Catch Event"),
+])
+def test_unsupported_constructs_are_named(tmp_path: Path, snippet: str, what: str) -> None:
+    body = ('<bpmn:startEvent id="s"/>' + snippet + '<bpmn:endEvent id="e"/>'
+            '<bpmn:sequenceFlow id="f1" sourceRef="s" targetRef="x"/>'
+            '<bpmn:sequenceFlow id="f2" sourceRef="x" targetRef="e"/>')
+    f = process(tmp_path, ["s", "x", "e"], [], body)
+    with pytest.raises(TaskFileError) as err:
+        read_process(f)
+    assert str(f) in str(err.value) and "x (" in str(err.value) and what in str(err.value)
+    assert "not supported; supported:" in str(err.value)
+
+
+def test_an_unmappable_task_name_is_a_clear_error(tmp_path: Path) -> None:
+    f = process(tmp_path, ["s", "x", "e"], [], chain(("x", "serviceTask", "Do the thing")))
+    with pytest.raises(TaskFileError, match="x \\('Do the thing'\\): a task name must say"):
+        read_process(f)
+
+
+def test_the_example_processes_synthesize_valid_tasks() -> None:
+    reqs = [load_requirement(p) for p in sorted((ROOT / "examples/processes").glob("*.bpmn"))]
+    assert len(reqs) >= 3
+    specs, _, stats = anyio.run(lambda: synthesize(reqs, ProceduralGenerator(0), 15))
+    assert stats.accepted == 15 and all(s["family"].endswith("/process") for s in specs)
+
+
+# plans proposed by a model -------------------------------------------------------------
+def test_a_model_proposes_plans_and_repairs_them() -> None:
+    req = load_requirement(ROOT / "examples/workflows/finance-approvals.yaml")
+    bad = {"stages": [{"primitive": "change_figure"}, {"primitive": "report"}],
+           "intro": "Quarter close."}
+    good = {"stages": [{"primitive": "lookup_doc", "step": "Read the budget sheet"},
+                       {"primitive": "ask", "role": "legal counsel"},
+                       {"primitive": "ask"},
+                       {"primitive": "approval", "role": "finance manager"},
+                       {"primitive": "share"}, {"primitive": "report"}],
+            "intro": "We are closing the quarter this week."}
+    script = [Reply(content=json.dumps(bad)), Reply(content=json.dumps(good))]
+    with ScriptedOpenAIServer(script) as srv:
+        gen = OpenAIPlanGenerator(Endpoint(srv.base_url, "scripted"))
+        specs, attempts, stats = anyio.run(lambda: synthesize([req], gen, 1, max_repairs=2))
+        assert [a.accepted for a in attempts] == [False, True]
+        assert attempts[0].report["rejections"][0]["rule"] == "plan"
+        assert "needs ['lookup_doc'] earlier" in attempts[0].report["rejections"][0]["message"]
+        (spec,) = specs
+        assert spec["plan"]["proposal"] == good and spec["instruction"].startswith("We are")
+        assert srv.requests[0]["response_format"]["json_schema"]["name"] == "plan"
+        assert "needs ['lookup_doc'] earlier" in srv.requests[1]["messages"][-1]["content"]
