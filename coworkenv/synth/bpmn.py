@@ -163,7 +163,7 @@ _ALLOWED = {"startEvent", "endEvent", "userTask", "manualTask", "serviceTask", "
 
 def _prescan(path: Path) -> None:
     """Refuse what is not supported before the parser does, naming each element."""
-    from lxml import etree
+    from lxml import etree  # type: ignore[import-untyped]
 
     try:
         root = etree.parse(str(path)).getroot()

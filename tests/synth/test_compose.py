@@ -3,6 +3,7 @@ definitions (BPMN) and plans proposed by a model."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 from pathlib import Path
@@ -118,7 +119,7 @@ def test_parallel_asks_overlap_in_simulated_time(tmp_path: Path) -> None:
 
 def test_families_and_composed_tasks_have_the_long_horizon_shape(tmp_path: Path) -> None:
     reqs = [load_requirement(p) for p in sorted((ROOT / "examples/workflows").glob("*.yaml"))]
-    specs, _, stats = anyio.run(lambda: synthesize(reqs, ProceduralGenerator(1), 60))
+    _specs, _, stats = anyio.run(lambda: synthesize(reqs, ProceduralGenerator(1), 60))
     report = stats.to_json()
     assert stats.accepted >= 57
     assert report["plan_shapes"]["distinct"] >= 40
@@ -158,7 +159,7 @@ def chain(*nodes: tuple[str, str, str]) -> str:
         f'<bpmn:{tag} id="{i}" name="{name}"/>' for i, tag, name in nodes) + \
         '<bpmn:endEvent id="e"/>'
     out += "".join(f'<bpmn:sequenceFlow id="f{k}" sourceRef="{a}" targetRef="{b}"/>'
-                   for k, (a, b) in enumerate(zip(ids, ids[1:], strict=False)))
+                   for k, (a, b) in enumerate(itertools.pairwise(ids)))
     return out
 
 
@@ -281,7 +282,7 @@ def test_a_model_proposes_plans_and_repairs_them() -> None:
     script = [Reply(content=json.dumps(bad)), Reply(content=json.dumps(good))]
     with ScriptedOpenAIServer(script) as srv:
         gen = OpenAIPlanGenerator(Endpoint(srv.base_url, "scripted"))
-        specs, attempts, stats = anyio.run(lambda: synthesize([req], gen, 1, max_repairs=2))
+        specs, attempts, _stats = anyio.run(lambda: synthesize([req], gen, 1, max_repairs=2))
         assert [a.accepted for a in attempts] == [False, True]
         assert attempts[0].report["rejections"][0]["rule"] == "plan"
         assert "needs ['lookup_doc'] earlier" in attempts[0].report["rejections"][0]["message"]
