@@ -504,8 +504,9 @@ def synth(
                                                        "or BPMN 2.0 process files (.bpmn)")],
     out: Annotated[Path, typer.Option(help="Where to write the accepted tasks (JSONL)")],
     generator: Annotated[str, typer.Option(help="procedural (plans of workflow primitives, "
-                                           "composed) | openai (a model proposes the plans) | "
-                                           "openai-spec (a model writes whole task specs)")]
+                                           "composed) | families (the five fixed plans) | "
+                                           "openai (a model proposes the plans) | openai-spec "
+                                           "(a model writes whole task specs)")]
     = "procedural",
     n: Annotated[int, typer.Option(min=1, help="Tasks to produce")] = 100,
     max_repairs: Annotated[int, typer.Option(min=0, help="Repair rounds per task")] = 3,
@@ -539,8 +540,9 @@ def synth(
     except TaskFileError as exc:
         raise _fail(str(exc)) from None
     gen: Any
-    if generator == "procedural":
-        gen = ProceduralGenerator(seed)
+    if generator in ("procedural", "families"):
+        gen = ProceduralGenerator(seed, mode="compose" if generator == "procedural"
+                                  else "families")
     elif generator in ("openai", "openai-spec"):
         try:
             ep = endpoint(model or "", base_url, api_key_env, max_tokens=max_tokens,
@@ -554,8 +556,8 @@ def synth(
         gen = OpenAIPlanGenerator(ep, seed=seed) if generator == "openai" else \
             OpenAIGenerator(ep, shown)
     else:
-        raise _fail(f"--generator: expected procedural, openai or openai-spec, got "
-                    f"{generator!r}")
+        raise _fail(f"--generator: expected procedural, families, openai or openai-spec, "
+                    f"got {generator!r}")
     out.parent.mkdir(parents=True, exist_ok=True)
     attempts_path = out.with_name(out.name + ".attempts.jsonl")
     log = attempts_path.open("w")

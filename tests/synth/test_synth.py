@@ -37,7 +37,21 @@ def good(family: str = "collect_report") -> dict[str, Any]:
 def test_a_generated_spec_is_accepted_with_its_coverage() -> None:
     r = validate_task(good())
     assert r.accepted, r.text()
-    assert set(r.capabilities) == {"tool_coordination", "multi_turn_communication"}
+    assert "multi_turn_communication" in r.capabilities
+
+
+def index(spec: dict[str, Any], pred: Any) -> int:
+    return next(i for i, s in enumerate(spec["reference"]) if pred(s))
+
+
+def first_ask(spec: dict[str, Any]) -> int:
+    return index(spec, lambda s: s.get("tool") in ("chat_send_dm", "email_send")
+                 and s["args"].get("to") != [spec["user"]["person"]])
+
+
+def report(spec: dict[str, Any]) -> int:
+    return index(spec, lambda s: s.get("tool") in ("email_send", "chat_send_dm", "chat_post")
+                 and s["args"].get("to") in ([spec["user"]["person"]], spec["user"]["person"]))
 
 
 def rejected(spec: dict[str, Any]) -> list[tuple[str, str]]:
@@ -54,7 +68,7 @@ def test_trivial_task_is_rejected() -> None:
 
 def test_unresolvable_person_is_rejected() -> None:
     s = good()
-    s["reference"][1]["args"]["to"] = "ghost"
+    s["reference"][first_ask(s)]["args"]["to"] = "ghost"
     s["coworkers"][0]["person"] = "ghost"
     rules = rejected(s)
     assert rules[0][0] == "parse"
@@ -64,16 +78,20 @@ def test_unresolvable_person_is_rejected() -> None:
 def test_unobtainable_fact_is_rejected() -> None:
     s = good()
     s["coworkers"][0]["response"] = {"available": False}
-    assert ("unobtainable_fact", "reference[2].message_from") in rejected(s)
+    who = s["coworkers"][0]["person"]
+    i = index(s, lambda x: x.get("message_from") == who)
+    assert ("unobtainable_fact", f"reference[{i}].message_from") in rejected(s)
 
 
 def test_failing_reference_solution_is_rejected() -> None:
     s = good()
-    s["reference"][3]["args"]["body"] = "I could not get the figure."
+    step = s["reference"][report(s)]
+    step["args"]["body" if "body" in step["args"] else "text"] = "I could not get the figure."
     r = validate_task(s)
     assert not r.accepted
-    (rej,) = [x for x in r.rejections if x.rule == "oracle"]
-    assert rej.where == "checks[reported]" and rej.events == []
+    rej = next(x for x in r.rejections if x.rule == "oracle"
+               and x.where.startswith("checks[reported-"))
+    assert rej.events == [] and "no email" in rej.message
 
 
 def test_write_statement_in_check_sql_is_rejected() -> None:
@@ -81,7 +99,8 @@ def test_write_statement_in_check_sql_is_rejected() -> None:
     s["checks"].append({"id": "evil", "kind": "sql", "query": "DELETE FROM tickets",
                         "expect": []})
     r = validate_task(s)
-    assert [(x.rule, x.where) for x in r.rejections] == [("check_sql", "checks[4].query")]
+    n = len(s["checks"]) - 1
+    assert [(x.rule, x.where) for x in r.rejections] == [("check_sql", f"checks[{n}].query")]
     assert "read-only" in r.rejections[0].message
 
 
@@ -90,15 +109,16 @@ def test_capability_claimed_but_absent_is_rejected() -> None:
     s["capabilities"].append("dynamic_workspace_state")
     assert ("capability", "capabilities[dynamic_workspace_state]") in rejected(s)
     s2 = good()
-    s2["reference"].pop(0)  # no directory lookup: two apps only
-    s2["checks"] = [c for c in s2["checks"] if c["id"] != "looked-up"]
-    assert ("capability", "capabilities[tool_coordination]") in rejected(s2)
+    s2["safety"] = []
+    s2["capabilities"].append("safety_sensitive_handling")
+    assert ("capability", "capabilities[safety_sensitive_handling]") in rejected(s2)
 
 
 def test_invalid_tool_arguments_are_rejected() -> None:
     s = good()
-    s["reference"][3]["args"]["to"] = "maya"  # must be a list
-    assert ("tool_args", "reference[3].args.to") in rejected(s)
+    i = index(s, lambda x: x.get("tool") == "email_send")
+    s["reference"][i]["args"]["to"] = "maya"  # must be a list
+    assert ("tool_args", f"reference[{i}].args.to") in rejected(s)
 
 
 def test_procedural_generator_is_deterministic_and_distinct() -> None:
@@ -172,7 +192,8 @@ def test_validate_cli_names_each_rejection(tmp_path: Path) -> None:
     f.write_text(json.dumps(good()) + "\n" + json.dumps(bad) + "\n{nope\n")
     res = subprocess.run([*CLI, "validate", str(f)], cwd=ROOT, capture_output=True, text=True)
     assert res.returncode == 1
-    assert f"{f}:2" in res.stdout and "check_sql: checks[4].query" in res.stdout
+    n = len(bad["checks"]) - 1
+    assert f"{f}:2" in res.stdout and f"check_sql: checks[{n}].query" in res.stdout
     assert f"{f}:3" in res.stdout and "1 of 3 task(s) valid" in res.stdout
 
 
