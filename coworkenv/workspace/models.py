@@ -270,8 +270,11 @@ def ws_event(app: str, op: str, entity: Entity | None, *, entity_id: str | None 
     return f"ws.{app}.{op}", {"id": entity.id, "data": entity.model_dump(mode="json")}
 
 
-def apply_event(state: WorkspaceState, kind: str, payload: dict[str, Any]) -> None:
-    """Apply one ``ws.*`` event to the state. Other kinds are ignored."""
+def apply_event(state: WorkspaceState, kind: str, payload: dict[str, Any],
+                entity: Entity | None = None) -> None:
+    """Apply one ``ws.*`` event to the state. Other kinds are ignored. ``entity``: the
+    validated entity the payload was dumped from (a live tool's), which spares validating
+    the payload again; replay always validates."""
     if not kind.startswith("ws."):
         return
     app = kind.split(".", 2)[1]
@@ -284,7 +287,8 @@ def apply_event(state: WorkspaceState, kind: str, payload: dict[str, Any]) -> No
         prefix = ID_PREFIX[app]
         if eid.startswith(prefix) and eid[len(prefix) :].isdigit():
             state.counters[app] = max(state.counters[app], int(eid[len(prefix) :]))
-    table[eid] = ENTITY_TYPES[app].model_validate(payload["data"])
+    table[eid] = entity if entity is not None else ENTITY_TYPES[app].model_validate(
+        payload["data"])
 
 
 def iso(dt: datetime) -> str:

@@ -71,6 +71,7 @@ _ONLY_NUMBER = re.compile(r"^\s*(?:[$€£]|usd|eur|gbp)?\s*[\d.,]+\s*(?:k|m|bn|
                           r"billion)?\s*(?:usd|eur|gbp|dollars?|euros?|%)?\s*$", re.IGNORECASE)
 
 
+@lru_cache(maxsize=4096)
 def as_number(needle: str) -> float | None:
     """The value of a needle that is a figure and nothing else (``$40,000``, ``1,250.00``,
     ``forty thousand dollars``); None for anything else."""
@@ -109,6 +110,7 @@ def restyle(shown: re.Match[str], value: float) -> str:
     return f"{value:,.{decimals}f}" if "," in shown.group(1) else f"{value:.{decimals}f}"
 
 
+@lru_cache(maxsize=8192)
 def fold(text: str) -> str:
     return " ".join(text.casefold().split())
 

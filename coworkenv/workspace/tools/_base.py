@@ -40,7 +40,7 @@ class ToolContext:
 
     def emit(self, app: str, op: str, entity: Entity | None, *, entity_id: str | None = None) -> None:
         kind, payload = ws_event(app, op, entity, entity_id=entity_id)
-        apply_event(self.state, kind, payload)
+        apply_event(self.state, kind, payload, entity)
         self.events.append((kind, payload))
 
     def notify(self, person: str, kind: str, /, **summary: Any) -> None:
