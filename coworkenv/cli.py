@@ -517,10 +517,17 @@ def synth(
     max_tokens: Annotated[int, typer.Option(help="Tokens per generated spec")] = 3000,
     concurrency: Annotated[int, typer.Option(min=1, help="Tasks in flight")] = 8,
     examples: Annotated[int, typer.Option(min=0, help="Valid example tasks in the prompt "
-                                          "(openai generator; 0 for small context windows)")]
+                                          "(openai-spec generator; 0 for small context "
+                                          "windows)")]
     = 1,
+    workers: Annotated[int, typer.Option(min=1, help="Processes that validate (every mutant "
+                                         "is a full episode; use the cores you have)")] = 1,
+    mutate: Annotated[bool, typer.Option(help="Accept a task only if its grader kills every "
+                                         "applicable mutant and passes every equivalent one")]
+    = True,
 ) -> None:
-    """Generate tasks from workflow requirements; validate each by running it; repair."""
+    """Generate tasks from workflow requirements or BPMN processes; validate each by running
+    it (mutants included); repair what fails."""
     import anyio
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table
@@ -573,7 +580,8 @@ def synth(
         job = bar.add_task("synth", total=n)
         specs, attempts, stats = anyio.run(lambda: synthesize(
             reqs, gen, n, max_repairs=max_repairs, concurrency=concurrency,
-            on_attempt=on_attempt, on_done=lambda: bar.advance(job)))
+            on_attempt=on_attempt, on_done=lambda: bar.advance(job), mutate=mutate,
+            workers=workers))
     log.close()
     with out.open("w") as f:
         for s in specs:

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import itertools
 import json
+import multiprocessing
 import random
 import re
 import statistics
 import zlib
 from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -26,7 +29,7 @@ from .compose import Composer, PlanError, PlanProposal, compose, plan_of
 from .families import families_for
 from .primitives import catalog
 from .requirement import WorkflowRequirement
-from .validate import Report, validate_task_async
+from .validate import Report, validate_task, validate_task_async
 
 
 class Generator(Protocol):
@@ -318,12 +321,24 @@ async def synthesize(reqs: list[WorkflowRequirement], generator: Generator, n: i
                      max_repairs: int = 3, concurrency: int = 8,
                      on_attempt: Callable[[Attempt], None] | None = None,
                      on_done: Callable[[], None] | None = None, mutate: bool = True,
+                     workers: int = 1,
                      ) -> tuple[list[dict[str, Any]], list[Attempt], SynthStats]:
     """Generate ``n`` tasks over the requirements (split evenly), validating each and asking
     the generator to repair rejected ones up to ``max_repairs`` times. Duplicates are refused.
     With ``mutate`` (the default) a task is accepted only if its grader kills every
-    applicable mutant of its reference solution and passes every equivalent one."""
+    applicable mutant of its reference solution and passes every equivalent one. With
+    ``workers`` > 1, validation (where the time goes: every mutant is a full episode) runs in
+    that many worker processes; generation and bookkeeping stay here, so results are the same
+    as with one."""
     stats = SynthStats(requested=n)
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) \
+        if workers > 1 else None
+
+    async def validate(spec: dict[str, Any], where: str) -> Report:
+        if pool is None:
+            return await validate_task_async(spec, where, mutate=mutate)
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(pool, validate_task, spec, where, mutate)
     for req in reqs:
         stats.coverage[req.id] = dict.fromkeys(req.capabilities, 0)
     jobs = [(reqs[i % len(reqs)], i // len(reqs)) for i in range(n)]
@@ -348,7 +363,7 @@ async def synthesize(reqs: list[WorkflowRequirement], generator: Generator, n: i
                     report = Report(f"{req.id}#{index}", False,
                                     [Rejection("generator", generator.name, failed)])
                 else:
-                    report = await validate_task_async(spec, f"{req.id}#{index}", mutate=mutate)
+                    report = await validate(spec, f"{req.id}#{index}")
                 fp = spec_fingerprint(spec)
                 dup = report.accepted and fp in seen
                 if dup:
@@ -379,7 +394,11 @@ async def synthesize(reqs: list[WorkflowRequirement], generator: Generator, n: i
         if on_done is not None:
             on_done()
 
-    async with anyio.create_task_group() as tg:
-        for slot, (req, index) in enumerate(jobs):
-            tg.start_soon(one, slot, req, index)
+    try:
+        async with anyio.create_task_group() as tg:
+            for slot, (req, index) in enumerate(jobs):
+                tg.start_soon(one, slot, req, index)
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
     return [accepted[k] for k in sorted(accepted)], attempts, stats

@@ -257,5 +257,6 @@ async def _validate(spec: Any, where: str, mutate: bool = False) -> Report:
                   {"turns": first.turns, "sim_minutes": round(first.sim_time / 60, 1)})
 
 
-def validate_task(spec: Any, where: str = "spec", *, mutate: bool = False) -> Report:
+def validate_task(spec: Any, where: str = "spec", mutate: bool = False) -> Report:
+    """:func:`validate_task_async` in its own event loop (for threads and worker processes)."""
     return anyio.run(lambda: validate_task_async(spec, where, mutate=mutate))
