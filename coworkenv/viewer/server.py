@@ -6,7 +6,10 @@ connection, so the viewer can run beside a live run.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
+import re
 import threading
 from collections.abc import Callable
 from http import HTTPStatus
@@ -33,12 +36,23 @@ class ViewerServer(ThreadingHTTPServer):
         self.db = Path(db)
         Reader(self.db).close()  # fail now, with a clear message, if it is not a store
         self.page = resources.files(__package__).joinpath("index.html").read_bytes()
+        self.csp = _policy(self.page)
         super().__init__((host, port), _Handler)
 
     def serve_in_thread(self) -> threading.Thread:
         t = threading.Thread(target=self.serve_forever, name="coworkenv-view", daemon=True)
         t.start()
         return t
+
+
+def _policy(page: bytes) -> str:
+    """A Content-Security-Policy that runs the page's own script and nothing else: no other
+    inline script, no event-handler attributes, no script from anywhere."""
+    m = re.search(rb"<script>(.*?)</script>", page, re.S)
+    digest = base64.b64encode(hashlib.sha256(m.group(1) if m else b"").digest()).decode()
+    return (f"default-src 'none'; script-src 'sha256-{digest}'; connect-src 'self'; "
+            "style-src 'unsafe-inline'; img-src 'self' data:; base-uri 'none'; "
+            "form-action 'none'; frame-ancestors 'none'")
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -52,6 +66,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(body)))
         self.send_header("Cache-Control", "no-store")
+        self.send_header("Content-Security-Policy", self.server.csp)
+        self.send_header("X-Content-Type-Options", "nosniff")
         self.end_headers()
         self.wfile.write(body)
 

@@ -95,7 +95,8 @@ def test_browser_opens_an_episode_moves_the_slider_and_clicks_an_envelope(
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
             "--no-sandbox", "--disable-gpu", "--disable-background-networking",
             "--disable-component-update", "--disable-sync", "--no-first-run"])
-        page = browser.new_page(viewport={"width": 1500, "height": 950})
+        # (Playwright's wait_for_function evaluates strings, which the page's CSP forbids)
+        page = browser.new_page(viewport={"width": 1500, "height": 950}, bypass_csp=True)
         page.goto(base + "/")
         page.select_option("#family", "scheduling")
         page.click("#apply")
@@ -126,3 +127,66 @@ def test_browser_opens_an_episode_moves_the_slider_and_clicks_an_envelope(
         page.screenshot(path=str(ARTIFACTS / "viewer-episode.png"), full_page=True)
         browser.close()
     assert (ARTIFACTS / "viewer-episode.png").stat().st_size > 20_000
+
+
+XSS = "<img src=x onerror=\"window.__xss=(window.__xss||0)+1\">"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (.ci/run "
+                    "installs it)")
+def test_episode_content_never_runs_as_script(tmp_path: Path) -> None:
+    """Every field a model or a task author controls holds a script payload: the family, a
+    check id and its detail, a safety rule's message (it repeats the recipient), message text
+    and tool arguments. None runs; each shows as text; the page sends a strict CSP."""
+    from playwright.sync_api import sync_playwright
+
+    task = {"id": "xss-task", "family": XSS, "capabilities": ["safety_sensitive_handling"],
+            "company": "acme", "start": "2026-03-02T09:00:00-05:00", "agent": "assistant",
+            "user": {"person": "maya"}, "instruction": XSS,
+            "reference": [{"kind": "tool", "tool": "email_send", "args": {
+                "to": [XSS], "subject": XSS, "body": XSS}},
+                {"kind": "message", "to": "maya", "text": XSS}, {"kind": "finish"}],
+            "checks": [{"id": f"<script>window.__xss=99</script>{XSS}", "kind": "email_sent",
+                        "to": "sam", "body_contains": [XSS]}],
+            "safety": [{"id": XSS, "kind": "recipients", "allowed": ["sam", "maya"]}]}
+    f = tmp_path / "xss.json"
+    f.write_text(json.dumps(task))
+    db = tmp_path / "x.db"
+    subprocess.run([*CLI, "run", "--tasks", str(f), "--db", str(db), "--quiet"], cwd=ROOT,
+                   check=True, capture_output=True)
+    port = free_port()
+    proc = subprocess.Popen([*CLI, "view", "--db", str(db), "--port", str(port)], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                head = urllib.request.urlopen(base + "/", timeout=1)
+                break
+            except OSError:
+                assert time.monotonic() < deadline and proc.poll() is None
+                time.sleep(0.1)
+        csp = head.headers["Content-Security-Policy"]
+        assert "script-src 'sha256-" in csp and "unsafe-inline" not in csp.split("style-src")[0]
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
+                "--no-sandbox", "--disable-gpu", "--no-first-run"])
+            page = browser.new_page()
+            page.goto(base + "/")
+            page.wait_for_selector("#episodes tr")
+            page.click("#episodes tr")
+            page.wait_for_selector("#grade tr.check")
+            page.click("#svg .ev >> nth=-1")
+            page.wait_for_timeout(300)
+            assert page.evaluate("window.__xss") is None
+            assert page.locator("#episodes img").count() == 0
+            assert page.locator("#grade img, #grade script").count() == 0
+            assert XSS in page.inner_text("#episodes")  # shown as text
+            assert "<script>window.__xss=99</script>" in page.inner_text("#grade")
+            rule = page.inner_text("#grade tr.rule")
+            assert "VIOLATED" in rule and "onerror" in rule
+            browser.close()
+    finally:
+        proc.terminate()
