@@ -142,8 +142,36 @@ def projection_db(state: WorkspaceState) -> sqlite3.Connection:
     return db
 
 
-def run_sql(db: sqlite3.Connection, query: str) -> list[list[Any]]:
-    return [list(r) for r in db.execute(query).fetchall()]
+SQL_STEPS = 2_000_000
+"""Virtual-machine steps one check query may take (a few milliseconds of honest work; a
+cross join of every table with itself stops here instead of stalling the run)."""
+SQL_MAX_LENGTH = 1_000_000
+"""The largest string or blob a check query may make."""
+
+
+class CheckBudgetError(sqlite3.OperationalError):
+    """A check query exceeded its step budget."""
+
+
+def run_sql(db: sqlite3.Connection, query: str, steps: int = SQL_STEPS) -> list[list[Any]]:
+    """Rows of a read-only check query, under a step budget and a size limit."""
+    used = 0
+
+    def budget() -> int:
+        nonlocal used
+        used += 1000
+        return 1 if used > steps else 0
+
+    db.set_progress_handler(budget, 1000)
+    db.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, SQL_MAX_LENGTH)
+    try:
+        return [list(r) for r in db.execute(query).fetchall()]
+    except sqlite3.OperationalError:
+        if used > steps:
+            raise CheckBudgetError(f"query exceeded its budget of {steps:,} steps") from None
+        raise
+    finally:
+        db.set_progress_handler(None, 0)
 
 
 # trajectory helpers ---------------------------------------------------------------------
@@ -218,7 +246,10 @@ def evaluate_check(chk: Check, state: WorkspaceState, events: list[EventRecord],
     if isinstance(chk, SqlCheck):
         if db is None:
             db = projection_db(state)
-        rows = run_sql(db, chk.query)
+        try:
+            rows = run_sql(db, chk.query)
+        except sqlite3.Error as exc:  # a bounded failure of this check, never of the run
+            return res(False, f"query failed: {exc}")
         return res(rows == chk.expect, f"rows {rows} (expected {chk.expect})")
     if isinstance(chk, EmailSentCheck):
         to = state.parties(chk.to)

@@ -15,7 +15,7 @@ from coworkenv.agents import OracleAgent
 from coworkenv.sim import builtin_tasks
 from coworkenv.sim.grading import pass_at_k, pass_hat_k
 from coworkenv.sim.report import regrade_store, summarize
-from coworkenv.sim.task import FaultPlan, ToolStep
+from coworkenv.sim.task import FaultPlan, SqlCheck, ToolStep
 from coworkenv.store import EventStore, Reader
 
 from .conftest import run_sync
@@ -162,3 +162,28 @@ def test_eval_cli_table_json_png_and_evidence(tmp_path: Path) -> None:
     shown = subprocess.run([*CLI, "eval", "--db", str(db), "--episode", ep["episode_id"]],
                            cwd=ROOT, capture_output=True, text=True, check=True).stdout
     assert "moved" in shown and "created-then-moved" in shown and "robustness" in shown
+
+
+def test_check_sql_is_bounded(tmp_path: Path) -> None:
+    """A cross join of the projection with itself, or a huge blob, fails its check (and the
+    validator rejects it) instead of stalling grading or filling memory."""
+    import time as _time
+
+    from coworkenv.synth import validate_task
+
+    t = task("triage-laptop")
+    join = ("SELECT count(*) FROM people a, people b, people c, people d, people e, people f, "
+            "people g, people h, people i, people j")
+    blob = "SELECT length(randomblob(400000000))"
+    bad = t.model_copy(update={"checks": [*t.checks, *[
+        SqlCheck(id=f"heavy-{i}", query=q, expect=[[1]]) for i, q in enumerate((join, blob))]]})
+    t0 = _time.perf_counter()
+    (res,) = run_sync([bad], tmp_path / "b.db")
+    assert _time.perf_counter() - t0 < 30
+    details = {c.id: c.detail for c in res.checks}
+    assert res.status == "completed"
+    assert "exceeded its budget" in details["heavy-0"]
+    assert "too big" in details["heavy-1"]
+    r = validate_task(bad.model_dump(mode="json"))
+    assert {x.where for x in r.rejections if x.rule == "check_sql"} == {
+        f"checks[{len(t.checks)}].query", f"checks[{len(t.checks) + 1}].query"}
