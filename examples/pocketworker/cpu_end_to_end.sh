@@ -38,7 +38,7 @@ step() { printf '\n== %s\n' "$*"; }
 
 if [ "$SYNTH" -gt 0 ]; then
   step "0. synthesize $SYNTH tasks from the workflow requirements (procedural generator, validated)"
-  $CW synth "$ROOT"/examples/workflows/*.yaml --generator procedural --n "$SYNTH" \
+  $CW synth "$ROOT"/examples/workflows/*.yaml --generator "${SYNTH_GENERATOR:-procedural}" --n "$SYNTH" \
     --out "$WORK/synth.jsonl"
   TASKS=$WORK/synth.jsonl
 fi
