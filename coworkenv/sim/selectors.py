@@ -46,7 +46,21 @@ def _parties(state: WorkspaceState, refs: Any) -> set[str]:
     return out
 
 
-def occurrences(task: Task, state: WorkspaceState, events: list[EventRecord]) -> list[Occurrence]:
+class Occurrences(list[Occurrence]):
+    """An episode's occurrences in log order, indexed by actor and timeline id."""
+
+    def __init__(self, items: list[Occurrence]) -> None:
+        super().__init__(items)
+        self.by_actor: dict[str, list[Occurrence]] = {}
+        self.by_timeline: dict[str | None, list[Occurrence]] = {}
+        for o in items:
+            if o.kind == "timeline":
+                self.by_timeline.setdefault(o.timeline, []).append(o)
+            else:
+                self.by_actor.setdefault(o.actor, []).append(o)
+
+
+def occurrences(task: Task, state: WorkspaceState, events: list[EventRecord]) -> Occurrences:
     """Every tool call, message and timeline event of an episode, in log order."""
     out: list[Occurrence] = []
     calls: dict[tuple[str, str], Occurrence] = {}
@@ -84,7 +98,7 @@ def occurrences(task: Task, state: WorkspaceState, events: list[EventRecord]) ->
     for occ in out:
         if occ.kind == "tool":
             _reach(occ, state, person_of.get(occ.actor, occ.actor))
-    return out
+    return Occurrences(out)
 
 
 def _reach(occ: Occurrence, state: WorkspaceState, me: str) -> None:
@@ -176,6 +190,10 @@ def select(sel: Selector, occs: list[Occurrence], state: WorkspaceState) -> list
     """The occurrences a selector matches, in log order."""
     tools = {sel.tool} if isinstance(sel.tool, str) else set(sel.tool or [])
     target = _parties(state, sel.to) if sel.to else None
+    if isinstance(occs, Occurrences):  # only what can match
+        if sel.timeline is not None:
+            return list(occs.by_timeline.get(sel.timeline, []))
+        occs = occs.by_actor.get(sel.actor, [])
     out = []
     for o in occs:
         if sel.timeline is not None:
