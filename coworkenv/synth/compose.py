@@ -247,7 +247,7 @@ class Composer:
             self.buckets["writes"].append({"kind": "tool", "tool": "directory_search",
                                            "args": {"query": role.split()[-1]}})
         who = f"our {role.lower()}" if by_role else self.name(pid)
-        if not by_role and self.rng.random() < 0.5:  # check who they are first
+        if not by_role and self.rng.random() < 0.75:  # check who they are first
             self.buckets["writes"].append({"kind": "tool", "tool": "directory_get_person",
                                            "args": {"person": pid}})
         if variant == "reminder":
@@ -566,6 +566,8 @@ class Composer:
                                "confidentiality": "confidential"})
         values = [v.text for v in self.values]
         where = "act" if values else "setup"
+        self.buckets[where].append({"kind": "tool", "tool": "docs_search",
+                                    "args": {"query": name.split()[0]}})
         if values:
             self.buckets[where].append({"kind": "tool", "tool": "docs_edit", "args": {
                 "doc_id": own, "append": "Figures: " + ", ".join(values)}})
@@ -614,6 +616,7 @@ class Composer:
                                  "members": [assignee]})
         tref = f"t{self.n}"
         self.buckets["act" if self.values else "setup"] += [
+            {"kind": "tool", "tool": "tickets_search", "args": {"query": topic.split()[0]}},
             {"kind": "tool", "tool": "tickets_list_queues", "args": {}},
             {"kind": "tool", "id": tref, "tool": "tickets_create", "args": {
                 "title": topic, "description": f"{topic}: {stated}, cost center {code}.",
@@ -815,7 +818,7 @@ def draw_plan(req: WorkflowRequirement, rng: random.Random) -> list[Stage]:
     apps what is possible, its difficulty range how long the plan is."""
     w = {c: float(v) for c, v in req.capabilities.items()}
     lo, hi = req.difficulty
-    size = {"easy": (3, 5), "medium": (5, 8), "hard": (8, 11)}
+    size = {"easy": (4, 6), "medium": (6, 9), "hard": (9, 12)}
     order = ["easy", "medium", "hard"]
     level = order[rng.randint(order.index(lo), order.index(hi))]
     target = rng.randint(*size[level])
