@@ -91,6 +91,40 @@ def _json_of(text: str) -> dict[str, Any]:
     return out if isinstance(out, dict) else {"_unparsed": text[:2000]}
 
 
+async def _ask_structured(gen: Any, key: tuple[str, int], system: str, content: str,
+                          name: str, schema: dict[str, Any], *, json_object: bool = False,
+                          ) -> dict[str, Any]:
+    """One turn of a generator's conversation about one task: structured output against
+    ``schema`` where the server supports it (else plain JSON, remembered on ``gen``); the
+    reply is only parsed, never run."""
+    hist = gen.histories.setdefault(key, [{"role": "system", "content": system}])
+    hist.append({"role": "user", "content": content})
+    request: dict[str, Any] = {"model": gen.endpoint.model, "messages": hist,
+                               "temperature": 0.7, "max_tokens": gen.endpoint.max_tokens}
+    if gen.structured:
+        request["response_format"] = {"type": "json_schema", "json_schema": {
+            "name": name, "schema": schema}}
+    try:
+        resp, _ = await gen.endpoint.complete(request)
+    except EpisodeFailure:
+        if not gen.structured:
+            raise
+        gen.structured = False  # the server cannot constrain to this schema: plain JSON
+        request.pop("response_format")
+        if json_object:
+            request["response_format"] = {"type": "json_object"}
+            try:
+                resp, _ = await gen.endpoint.complete(request)
+            except EpisodeFailure:
+                request.pop("response_format")
+                resp, _ = await gen.endpoint.complete(request)
+        else:
+            resp, _ = await gen.endpoint.complete(request)
+    text = (resp.choices[0].message.content if resp.choices else "") or ""
+    hist.append({"role": "assistant", "content": text})
+    return _json_of(text)
+
+
 @dataclass
 class OpenAIGenerator:
     """Asks a model, through any OpenAI-compatible endpoint, for task specs against the task
@@ -119,29 +153,8 @@ class OpenAIGenerator:
                 f"{', '.join(req.capabilities)}.")
 
     async def _ask(self, key: tuple[str, int], content: str) -> dict[str, Any]:
-        hist = self.histories.setdefault(key, [{"role": "system", "content": self._system()}])
-        hist.append({"role": "user", "content": content})
-        request: dict[str, Any] = {"model": self.endpoint.model, "messages": hist,
-                                   "temperature": 0.7, "max_tokens": self.endpoint.max_tokens}
-        if self.structured:
-            request["response_format"] = {"type": "json_schema", "json_schema": {
-                "name": "task", "schema": Task.model_json_schema()}}
-        try:
-            resp, _ = await self.endpoint.complete(request)
-        except EpisodeFailure:
-            if not self.structured:
-                raise
-            self.structured = False  # the server cannot constrain to this schema: plain JSON
-            request.pop("response_format")
-            request["response_format"] = {"type": "json_object"}
-            try:
-                resp, _ = await self.endpoint.complete(request)
-            except EpisodeFailure:
-                request.pop("response_format")
-                resp, _ = await self.endpoint.complete(request)
-        text = (resp.choices[0].message.content if resp.choices else "") or ""
-        hist.append({"role": "assistant", "content": text})
-        return _json_of(text)
+        return await _ask_structured(self, key, self._system(), content, "task",
+                                     Task.model_json_schema(), json_object=True)
 
     async def generate(self, req: WorkflowRequirement, index: int) -> dict[str, Any]:
         return await self._ask((req.id, index), self._prompt(req, index))
@@ -175,26 +188,10 @@ class OpenAIPlanGenerator:
                 "to the next. Reply with the JSON object only.")
 
     async def _ask(self, key: tuple[str, int], content: str) -> dict[str, Any]:
-        hist = self.histories.setdefault(key, [{"role": "system", "content": (
+        return await _ask_structured(self, key, (
             "You design realistic office work for an AI assistant as plans of workflow "
-            "primitives, as one JSON object that follows the given JSON schema exactly.")}])
-        hist.append({"role": "user", "content": content})
-        request: dict[str, Any] = {"model": self.endpoint.model, "messages": hist,
-                                   "temperature": 0.7, "max_tokens": self.endpoint.max_tokens}
-        if self.structured:
-            request["response_format"] = {"type": "json_schema", "json_schema": {
-                "name": "plan", "schema": PlanProposal.model_json_schema()}}
-        try:
-            resp, _ = await self.endpoint.complete(request)
-        except EpisodeFailure:
-            if not self.structured:
-                raise
-            self.structured = False
-            request.pop("response_format")
-            resp, _ = await self.endpoint.complete(request)
-        text = (resp.choices[0].message.content if resp.choices else "") or ""
-        hist.append({"role": "assistant", "content": text})
-        return _json_of(text)
+            "primitives, as one JSON object that follows the given JSON schema exactly."),
+            content, "plan", PlanProposal.model_json_schema())
 
     def _compose(self, req: WorkflowRequirement, index: int, raw: dict[str, Any],
                  round_: int) -> dict[str, Any]:
