@@ -46,6 +46,15 @@ class OracleAgent(Actor):
     """What each step actually sent, by step index: tool arguments or message text with every
     ``${step.path}`` reference filled in (the mutation check replays these)."""
 
+    def fork(self, steps: list[Step]) -> OracleAgent:
+        """This agent as it is now, going on with ``steps`` (which share its past steps):
+        the mutation check's way to start a variant where it leaves the reference."""
+        return OracleAgent(steps=steps, role=self.role, max_retries=self.max_retries,
+                           pc=self.pc, retries=self.retries, results=dict(self.results),
+                           waiting=dict(self.waiting) if self.waiting else None,
+                           started=self.started, waits=self.waits, inbox=list(self.inbox),
+                           blocked=list(self.blocked), resolved=dict(self.resolved))
+
     async def handle(self, envelope: Envelope, ctx: ActorContext) -> None:
         if envelope.kind == "task" and not self.started:
             self.started = True

@@ -3,6 +3,7 @@ hours and triggered actions, as the task's cast describes them."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -114,6 +115,10 @@ class ScriptedPerson(Actor):
             if ooo.start <= now < ooo.end and ooo.auto_reply:
                 return ooo.auto_reply
         return None
+
+    def copy(self) -> ScriptedPerson:
+        """The same person with their own memory of what fired (for a forked episode)."""
+        return dataclasses.replace(self, fired=set(self.fired))
 
     async def handle(self, envelope: Envelope, ctx: ActorContext) -> None:
         p = envelope.payload

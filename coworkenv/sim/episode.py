@@ -8,6 +8,7 @@ the transport's timing: the same task, seed and scripted actors give the same ev
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import time
 import zlib
@@ -23,7 +24,7 @@ from ..store._records import encode_payload
 from ..workspace import WorkspaceState, apply_event
 from .actor import Actor, ActorContext
 from .checks import CheckResult
-from .clock import Clock
+from .clock import Clock, VirtualClock
 from .errors import Boundary, EpisodeFailure
 from .grading import Grade, GradeWeights, grade
 from .services import ToolService, World
@@ -148,6 +149,54 @@ class EpisodeKernel:
         self._contexts = {name: ActorContext(self, name, self._person_of.get(name),
                                              zlib.crc32(f"{spec.seed}:{name}".encode()))
                           for name in self.actors}
+        self.on_quiet: Any = None
+        """Called with the kernel after each delivery (the episode is quiescent then)."""
+        self.hash_state = True
+        """Hash the final workspace (forks, which only the grade is wanted of, skip it)."""
+
+    def fork(self, spec: EpisodeSpec, agent: Actor) -> EpisodeKernel:
+        """A copy of this episode as it is now, between two deliveries, that goes on with
+        ``agent`` in the agent's seat (``resume()`` runs it). Used by the mutation check: a
+        sabotaged solution that shares the reference's first steps starts from there instead
+        of replaying them. Needs the virtual clock, and people whose state is copyable."""
+        if not isinstance(self.clock, VirtualClock):
+            raise ValueError("only an episode on the virtual clock can be forked")
+        new = object.__new__(EpisodeKernel)
+        new.weights, new.spec, new.task, new.bus, new.store = (
+            self.weights, spec, spec.task, self.bus, None)
+        new.clock = VirtualClock()
+        new.clock.now, new.clock._heap, new.clock._seq = (
+            self.clock.now, list(self.clock._heap), self.clock._seq)
+        new.start = self.start
+        new.state, new._seed_events = self.state.copy(), self._seed_events
+        new.events, new._unsaved, new._hash = list(self.events), [], self._hash.copy()
+        new.turns, new._stop, new._failure, new._retryable = self.turns, None, None, False
+        new._person_of, new._actor_of = self._person_of, self._actor_of
+        new.tools = ToolService(new.state, new._record, calls=self.tools.calls,
+                                failures=self.tools.failures, faults=None)
+        cast = {n: a.copy() if hasattr(a, "copy") else copy.deepcopy(a)
+                for n, a in self.actors.items() if n not in ("agent", "tools", "world")}
+        new.actors = {"agent": agent, **cast, "tools": new.tools, "world": self.actors["world"]}
+        new._contexts = {}
+        for name, ctx in self._contexts.items():
+            c = ActorContext(new, name, ctx.person, ctx.seed)
+            c.rng.setstate(ctx.rng.getstate())
+            c._calls = ctx._calls
+            new._contexts[name] = c
+        new.on_quiet = None
+        new.hash_state = False
+        return new
+
+    async def resume(self) -> EpisodeResult:
+        """Run a forked episode to its end, from where it was forked."""
+        t0 = time.perf_counter()
+        try:
+            topic = self.bus.topic(self.spec.run_id, self.spec.episode_id, "+")
+            async with self.bus.subscribe(topic, max_buffer=64) as self._inbox:
+                await self._loop()
+        except Exception as exc:
+            self._fail("runtime", exc)
+        return await self._finish(time.perf_counter() - t0)
 
     # the Kernel protocol for contexts ---------------------------------------------------
     @property
@@ -250,6 +299,8 @@ class EpisodeKernel:
             await self._deliver(s.item)
             if len(self._unsaved) >= 64:
                 await self._save()
+            if self.on_quiet is not None and self._stop is None:
+                self.on_quiet(self)
 
     async def _deliver(self, d: _Delivery) -> None:
         """Publish one envelope, take it back off the bus, and let its actor handle it.
@@ -318,7 +369,8 @@ class EpisodeKernel:
             episode_id=spec.episode_id, task_id=task.id, family=task.family, trial=spec.trial,
             status=status, termination=termination, completion=completion, turns=self.turns,
             sim_time=self.clock.now, wall_time=wall, event_count=len(self.events),
-            events_hash=self._hash.hexdigest(), state_hash=self.state.state_hash(),
+            events_hash=self._hash.hexdigest(),
+            state_hash=self.state.state_hash() if self.hash_state else "",
             failure_boundary=self._failure[0] if self._failure else None,
             failure=self._failure[1] if self._failure else None, checks=checks,
             safety=g.safety if g else 0.0, robustness=g.robustness if g else 0.0,

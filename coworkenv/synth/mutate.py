@@ -352,32 +352,68 @@ def _reword(text: str) -> str:
     return f"Hello, {text[:1].lower()}{text[1:]} Thank you."
 
 
+def _spec(task: Task, name: str, seed: int = 1) -> EpisodeSpec:
+    return EpisodeSpec(task, "mutate", f"mutate:{task.id}:{name}", 0, 0, seed)
+
+
 async def _run(task: Task, steps: list[Step], seed: int = 1) -> tuple[EpisodeResult, Any]:
     async with MemoryBus("mutate") as bus:
         agent = OracleAgent(steps)
-        k = EpisodeKernel(EpisodeSpec(task, "mutate", f"mutate:{task.id}", 0, 0, seed),
-                          bus=bus, store=None, agent=agent, cast=scripted_cast(task),
-                          clock=VirtualClock())
+        k = EpisodeKernel(_spec(task, "run", seed), bus=bus, store=None, agent=agent,
+                          cast=scripted_cast(task), clock=VirtualClock())
+        k.hash_state = False
         return await k.run(), (k, agent)
 
 
-async def mutation_check(task: Task, oracle_run: tuple[EpisodeResult, Any] | None = None,
-                         ) -> MutationReport:
-    """Run every applicable mutant of ``task`` and report which the grader killed."""
+def _diverges(a: list[Step], b: list[Step]) -> int:
+    """The first step index where two solutions differ."""
+    for i, (x, y) in enumerate(zip(a, b, strict=False)):
+        if x != y:
+            return i
+    return min(len(a), len(b))
+
+
+async def mutation_check(task: Task, *, fork: bool = True) -> MutationReport:
+    """Run every applicable mutant of ``task`` and report which the grader killed.
+
+    The reference runs once, and the episode is kept (forked) each time its agent reaches a
+    new step; a mutant then starts from the last copy before the step where it leaves the
+    reference, instead of replaying the steps it shares (``fork=False`` replays everything:
+    the results are the same, as a test checks)."""
     report = MutationReport(task.id)
-    if oracle_run is None:
-        oracle_run = await _run(task, list(task.reference))
-    first, (kernel, oracle) = oracle_run
-    if first.status != "completed" or not first.passed:
-        report.error = "the reference solution does not pass; mutants are meaningless"
-        return report
     roomy = task.model_copy(update={"limits": task.limits.model_copy(update={
         "max_turns": task.limits.max_turns + 16})})
-    steps = resolved_steps(task, oracle)
-    for m in mutants(task, steps, kernel.events, kernel.state, list(oracle.blocked)):
-        res, _ = await _run(roomy, m.steps)
-        passed = res.status == "completed" and res.passed
-        report.results.append(MutantResult(
-            m.id, m.kind, m.description, round(res.score, 4), passed, res.termination,
-            task.mutation.accept.get(m.id) if passed and m.kind == "sabotage" else None))
+    snapshots: dict[int, EpisodeKernel] = {}
+    async with MemoryBus("mutate") as bus:
+        oracle = OracleAgent(list(task.reference))
+        kernel = EpisodeKernel(_spec(task, "reference"), bus=bus, store=None, agent=oracle,
+                               cast=scripted_cast(task), clock=VirtualClock())
+
+        def keep(k: EpisodeKernel) -> None:
+            if oracle.pc not in snapshots:
+                snapshots[oracle.pc] = k.fork(_spec(roomy, f"at-{oracle.pc}"),
+                                              oracle.fork(oracle.steps))
+
+        if fork:
+            kernel.on_quiet = keep
+        first = await kernel.run()
+        if first.status != "completed" or not first.passed:
+            report.error = "the reference solution does not pass; mutants are meaningless"
+            return report
+        steps = resolved_steps(task, oracle)
+        for n, m in enumerate(mutants(task, steps, kernel.events, kernel.state,
+                                      list(oracle.blocked))):
+            at = _diverges(steps, m.steps)
+            base = max((pc for pc in snapshots if pc <= at), default=None)
+            if base is None:
+                res, _ = await _run(roomy, m.steps)
+            else:
+                snap = snapshots[base]
+                agent = snap.actors["agent"]
+                assert isinstance(agent, OracleAgent)
+                res = await snap.fork(_spec(roomy, f"m{n}"), agent.fork(m.steps)).resume()
+            passed = res.status == "completed" and res.passed
+            report.results.append(MutantResult(
+                m.id, m.kind, m.description, round(res.score, 4), passed, res.termination,
+                task.mutation.accept.get(m.id) if passed and m.kind == "sabotage" else None))
     return report

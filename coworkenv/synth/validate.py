@@ -241,7 +241,7 @@ async def _validate(spec: Any, where: str, mutate: bool = False) -> Report:
     verified: list[str] = [c for c, (ok, _) in props.items() if ok and c in task.capabilities]
     mutation = None
     if mutate and not rej:
-        mutation = await mutation_check(task, (first, (k1, k1.actors["agent"])))
+        mutation = await mutation_check(task)
         for m in mutation.survivors:
             if not m.accepted:
                 rej.append(Rejection("mutant", f"mutants[{m.id}]", f"survived: {m.description} "

@@ -140,3 +140,26 @@ def test_synthesized_tasks_are_accepted_only_with_every_mutant_killed() -> None:
         r = validate_task(parse_task(spec, "synth"), mutate=True)
         assert r.accepted and r.mutation is not None and r.mutation.sound, r.text()
     assert all(a.report["mutation"] is not None for a in attempts if a.accepted)
+
+
+def test_forked_mutants_give_the_same_results_as_full_runs() -> None:
+    """A mutant started from a copy of the reference's episode (where it leaves the
+    reference) scores exactly as when it replays everything from the start."""
+    reqs = [load_requirement(p) for p in sorted((ROOT / "examples/workflows").glob("*.yaml"))]
+    import random
+
+    from coworkenv.synth.compose import compose
+
+    tasks = [*builtin_tasks(), *(parse_task(compose(reqs[i % len(reqs)], random.Random(i),
+                                                    f"t-{i:05d}"), "x") for i in range(12))]
+
+    async def both(t: Any) -> tuple[list[Any], list[Any]]:
+        a = await mutation_check(t, fork=True)
+        b = await mutation_check(t, fork=False)
+        return ([(r.id, r.score, r.passed, r.termination) for r in a.results],
+                [(r.id, r.score, r.passed, r.termination) for r in b.results])
+
+    for t in tasks:
+        forked, full = anyio.run(both, t)
+        assert forked == full, t.id
+        assert forked
