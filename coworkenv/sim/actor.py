@@ -49,6 +49,16 @@ class ActorContext:
         self.rng = random.Random(seed)
         self._calls = 0
 
+    def copy_for(self, kernel: Kernel, rng_state: Any) -> ActorContext:
+        """This context on another kernel (a forked episode), its random state ``rng_state``
+        (from ``rng.getstate()``) and its call counter carried over."""
+        new = ActorContext.__new__(ActorContext)
+        new._kernel, new.name, new.person, new.seed = kernel, self.name, self.person, self.seed
+        new.rng = random.Random.__new__(random.Random)  # no reseeding: the state is set next
+        new.rng.setstate(rng_state)
+        new._calls = self._calls
+        return new
+
     @property
     def now(self) -> float:
         """Simulated seconds since the episode started."""

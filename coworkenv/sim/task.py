@@ -680,6 +680,8 @@ def resolve_refs(value: Any, results: dict[str, Any]) -> Any:
     if isinstance(value, list):
         return [resolve_refs(v, results) for v in value]
     if isinstance(value, str):
+        if "${" not in value:
+            return value
         whole = _REF.fullmatch(value)
         if whole:
             return _lookup(results, whole.group(1), whole.group(2))
