@@ -153,6 +153,7 @@ class EpisodeKernel:
         """Called with the kernel after each delivery (the episode is quiescent then)."""
         self.hash_state = True
         """Hash the final workspace (forks, which only the grade is wanted of, skip it)."""
+        self._rng_states: dict[str, Any] | None = None
 
     def fork(self, spec: EpisodeSpec, agent: Actor) -> EpisodeKernel:
         """A copy of this episode as it is now, between two deliveries, that goes on with
@@ -177,12 +178,14 @@ class EpisodeKernel:
         cast = {n: a.copy() if hasattr(a, "copy") else copy.deepcopy(a)
                 for n, a in self.actors.items() if n not in ("agent", "tools", "world")}
         new.actors = {"agent": agent, **cast, "tools": new.tools, "world": self.actors["world"]}
-        new._contexts = {}
-        for name, ctx in self._contexts.items():
-            c = ActorContext(new, name, ctx.person, ctx.seed)
-            c.rng.setstate(ctx.rng.getstate())
-            c._calls = ctx._calls
-            new._contexts[name] = c
+        # a snapshot (never run itself) is forked once per mutant: its random states are
+        # read once; a live episode's are read each time
+        cached: dict[str, Any] | None = getattr(self, "_rng_states", None)
+        states = cached if cached is not None and self.on_quiet is None else {
+            name: ctx.rng.getstate() for name, ctx in self._contexts.items()}
+        new._contexts = {name: ctx.copy_for(new, states[name])
+                         for name, ctx in self._contexts.items()}
+        new._rng_states = states  # the new kernel's contexts start from these
         new.on_quiet = None
         new.hash_state = False
         return new
