@@ -373,34 +373,68 @@ def _diverges(a: list[Step], b: list[Step]) -> int:
     return min(len(a), len(b))
 
 
-async def mutation_check(task: Task, *, fork: bool = True) -> MutationReport:
-    """Run every applicable mutant of ``task`` and report which the grader killed.
+@dataclass(slots=True)
+class ReferenceRun:
+    """The reference solution's episode, with copies of it kept where its agent reached each
+    step a mutant may leave it at (``snapshots``, by step index)."""
 
-    The reference runs once, and the episode is kept (forked) each time its agent reaches a
-    new step; a mutant then starts from the last copy before the step where it leaves the
-    reference, instead of replaying the steps it shares (``fork=False`` replays everything:
-    the results are the same, as a test checks)."""
-    report = MutationReport(task.id)
+    result: EpisodeResult
+    kernel: EpisodeKernel
+    oracle: OracleAgent
+    snapshots: dict[int, EpisodeKernel]
+
+
+def _divergence_points(task: Task) -> set[int]:
+    """Step indexes where a mutant may leave the reference: writes, waits, the start, the
+    end (reads are never changed, so no copy is kept before one)."""
+    n = len(task.reference)
+    return {0, n - 1, n} | {i for i, s in enumerate(task.reference)
+                            if _writes(s) or isinstance(s, WaitStep)}
+
+
+async def reference_run(task: Task, *, fork: bool = True, seed: int = 1) -> ReferenceRun:
+    """Run the reference solution once, keeping copies of the episode for the mutants."""
     roomy = task.model_copy(update={"limits": task.limits.model_copy(update={
         "max_turns": task.limits.max_turns + 16})})
     snapshots: dict[int, EpisodeKernel] = {}
+    wanted = _divergence_points(task)
     async with MemoryBus("mutate") as bus:
         oracle = OracleAgent(list(task.reference))
-        kernel = EpisodeKernel(_spec(task, "reference"), bus=bus, store=None, agent=oracle,
-                               cast=scripted_cast(task), clock=VirtualClock())
+        kernel = EpisodeKernel(_spec(task, "reference", seed), bus=bus, store=None,
+                               agent=oracle, cast=scripted_cast(task), clock=VirtualClock())
 
         def keep(k: EpisodeKernel) -> None:
-            if oracle.pc not in snapshots:
+            if oracle.pc not in snapshots and oracle.pc in wanted:
                 snapshots[oracle.pc] = k.fork(_spec(roomy, f"at-{oracle.pc}"),
                                               oracle.fork(oracle.steps))
 
         if fork:
             kernel.on_quiet = keep
-        first = await kernel.run()
-        if first.status != "completed" or not first.passed:
-            report.error = "the reference solution does not pass; mutants are meaningless"
-            return report
-        steps = resolved_steps(task, oracle)
+        result = await kernel.run()
+    kernel.on_quiet = None
+    return ReferenceRun(result, kernel, oracle, snapshots)
+
+
+async def mutation_check(task: Task, reference: ReferenceRun | None = None, *,
+                         fork: bool = True) -> MutationReport:
+    """Run every applicable mutant of ``task`` and report which the grader killed.
+
+    The reference runs once (or ``reference`` is that run), and a copy of its episode is
+    kept each time its agent reaches a step a mutant may change; a mutant then starts from
+    the last copy before the step where it leaves the reference, instead of replaying the
+    steps it shares (``fork=False`` replays everything: the results are the same, as a test
+    checks)."""
+    report = MutationReport(task.id)
+    roomy = task.model_copy(update={"limits": task.limits.model_copy(update={
+        "max_turns": task.limits.max_turns + 16})})
+    ref = reference if reference is not None else await reference_run(task, fork=fork)
+    first, kernel, oracle = ref.result, ref.kernel, ref.oracle
+    snapshots = ref.snapshots if fork else {}
+    if first.status != "completed" or not first.passed:
+        report.error = "the reference solution does not pass; mutants are meaningless"
+        return report
+    steps = resolved_steps(task, oracle)
+    async with MemoryBus("mutate") as bus:
         for n, m in enumerate(mutants(task, steps, kernel.events, kernel.state,
                                       list(oracle.blocked))):
             at = _diverges(steps, m.steps)
@@ -409,6 +443,7 @@ async def mutation_check(task: Task, *, fork: bool = True) -> MutationReport:
                 res, _ = await _run(roomy, m.steps)
             else:
                 snap = snapshots[base]
+                snap.bus = bus  # the reference's bus is closed; copies travel on this one
                 agent = snap.actors["agent"]
                 assert isinstance(agent, OracleAgent)
                 res = await snap.fork(_spec(roomy, f"m{n}"), agent.fork(m.steps)).resume()

@@ -26,7 +26,7 @@ from ..sim.checks import projection_db, run_sql
 from ..sim.loader import parse_task
 from ..sim.task import MessageStep, SqlCheck, ToolStep, WaitStep
 from ..workspace import REGISTRY
-from .mutate import MutationReport, mutation_check
+from .mutate import MutationReport, mutation_check, reference_run
 
 _REF = re.compile(r"\$\{[^}]+\}")
 
@@ -205,8 +205,9 @@ async def _validate(spec: Any, where: str, mutate: bool = False) -> Report:
     rej = static_checks(task)
     if any(r.rule == "check_sql" for r in rej):
         return Report(task.id, False, rej)
-    (first, k1), (second, _) = await _run(task, OracleAgent(list(task.reference)), 1), \
-        await _run(task, OracleAgent(list(task.reference)), 1)
+    ref = await reference_run(task, fork=mutate)  # (with copies kept for the mutants)
+    first, k1 = ref.result, ref.kernel
+    second, _ = await _run(task, OracleAgent(list(task.reference)), 1)
     if first.status != "completed":
         rej.append(Rejection("oracle", "reference", f"the reference solution's episode failed: "
                              f"{first.failure}", observed=first.failure_boundary))
@@ -241,7 +242,7 @@ async def _validate(spec: Any, where: str, mutate: bool = False) -> Report:
     verified: list[str] = [c for c, (ok, _) in props.items() if ok and c in task.capabilities]
     mutation = None
     if mutate and not rej:
-        mutation = await mutation_check(task)
+        mutation = await mutation_check(task, ref)
         for m in mutation.survivors:
             if not m.accepted:
                 rej.append(Rejection("mutant", f"mutants[{m.id}]", f"survived: {m.description} "
