@@ -115,12 +115,17 @@ def fold(text: str) -> str:
     return " ".join(text.casefold().split())
 
 
+@lru_cache(maxsize=4096)
+def _number_set(text: str) -> frozenset[float]:
+    return frozenset(round(v, 6) for v in numbers_in(text))
+
+
 def mentions(text: str, needle: str, *, case_sensitive: bool = False) -> bool:
     """Does ``text`` mention ``needle``: by value when the needle is a figure (any way of
     writing it), else as a substring (case-folded unless ``case_sensitive``)."""
     value = as_number(needle)
     if value is not None:
-        return any(abs(v - value) < 1e-6 for v in numbers_in(text))
+        return round(value, 6) in _number_set(text)
     if case_sensitive:
         return needle in text
     return fold(needle) in fold(text)
