@@ -54,7 +54,7 @@ class ActorContext:
         (from ``rng.getstate()``) and its call counter carried over."""
         new = ActorContext.__new__(ActorContext)
         new._kernel, new.name, new.person, new.seed = kernel, self.name, self.person, self.seed
-        new.rng = random.Random.__new__(random.Random)  # no reseeding: the state is set next
+        new.rng = random.Random(0)  # (a cheap seed: the state is set next)
         new.rng.setstate(rng_state)
         new._calls = self._calls
         return new
