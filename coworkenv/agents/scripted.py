@@ -3,7 +3,7 @@ hours and triggered actions, as the task's cast describes them."""
 
 from __future__ import annotations
 
-import dataclasses
+import copy
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -118,7 +118,9 @@ class ScriptedPerson(Actor):
 
     def copy(self) -> ScriptedPerson:
         """The same person with their own memory of what fired (for a forked episode)."""
-        return dataclasses.replace(self, fired=set(self.fired))
+        new = copy.copy(self)
+        new.fired = set(self.fired)
+        return new
 
     async def handle(self, envelope: Envelope, ctx: ActorContext) -> None:
         p = envelope.payload

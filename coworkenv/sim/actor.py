@@ -46,16 +46,27 @@ class ActorContext:
         self.name = name
         self.person = person
         self.seed = seed
-        self.rng = random.Random(seed)
+        self._rng: random.Random | None = random.Random(seed)
+        self._rng_state: Any = None
         self._calls = 0
+
+    @property
+    def rng(self) -> random.Random:
+        """This actor's own random generator (deterministic per episode seed and actor)."""
+        if self._rng is None:  # a forked context: made from the copied state when first used
+            self._rng = random.Random(0)
+            self._rng.setstate(self._rng_state)
+        return self._rng
+
+    def rng_state(self) -> Any:
+        return self._rng_state if self._rng is None else self._rng.getstate()
 
     def copy_for(self, kernel: Kernel, rng_state: Any) -> ActorContext:
         """This context on another kernel (a forked episode), its random state ``rng_state``
-        (from ``rng.getstate()``) and its call counter carried over."""
+        (from ``rng_state()``) and its call counter carried over."""
         new = ActorContext.__new__(ActorContext)
         new._kernel, new.name, new.person, new.seed = kernel, self.name, self.person, self.seed
-        new.rng = random.Random(0)  # (a cheap seed: the state is set next)
-        new.rng.setstate(rng_state)
+        new._rng, new._rng_state = None, rng_state
         new._calls = self._calls
         return new
 

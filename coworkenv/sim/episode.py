@@ -182,7 +182,7 @@ class EpisodeKernel:
         # read once; a live episode's are read each time
         cached: dict[str, Any] | None = getattr(self, "_rng_states", None)
         states = cached if cached is not None and self.on_quiet is None else {
-            name: ctx.rng.getstate() for name, ctx in self._contexts.items()}
+            name: ctx.rng_state() for name, ctx in self._contexts.items()}
         new._contexts = {name: ctx.copy_for(new, states[name])
                          for name, ctx in self._contexts.items()}
         new._rng_states = states  # the new kernel's contexts start from these
