@@ -276,6 +276,8 @@ class EpisodeKernel:
                     self.clock.schedule(float(at or 0.0) * 60, _Delivery(
                         member.person, member.person, "trigger", {"index": ti}), priority=0)
         await self._save()
+        if self.on_quiet is not None:
+            self.on_quiet(self)  # (before the first delivery, too)
         try:
             with anyio.move_on_after(task.limits.wall_timeout_s) as scope:
                 topic = self.bus.topic(spec.run_id, spec.episode_id, "+")
