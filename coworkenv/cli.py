@@ -619,12 +619,12 @@ def validate(
     from rich.progress import Progress
 
     from .sim import TaskFileError
-    from .sim.loader import read_task_items
+    from .sim.loader import read_task_items, task_files
     from .synth import Rejection, Report, validate_task_async
 
     items: list[tuple[str, Any]] = []
     unreadable: list[tuple[str, Report]] = []
-    for f in _task_paths(files):
+    for f in (f for path in files for f in task_files(path)):
         try:
             items += read_task_items(f, lenient=True)
         except TaskFileError as exc:  # a whole file that cannot be read
@@ -657,18 +657,6 @@ def validate(
     console.print(f"{len(reports) - bad} of {len(reports)} task(s) valid")
     if bad:
         raise typer.Exit(1)
-
-
-def _task_paths(paths: list[Path]) -> list[Path]:
-    """Files as given; a folder stands for its task files (YAML, JSON, JSONL), sorted."""
-    out: list[Path] = []
-    for p in paths:
-        if p.is_dir():
-            out += sorted(f for f in p.iterdir() if f.suffix in (".yaml", ".yml", ".json",
-                                                                   ".jsonl"))
-        else:
-            out.append(p)
-    return out
 
 
 def _mutation_table(reports: list[Any]) -> None:

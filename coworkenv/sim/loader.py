@@ -131,6 +131,15 @@ def load_task_file(path: str | Path) -> list[Task]:
     return [parse_task(raw, where) for where, raw in read_task_items(path)]
 
 
+TASK_SUFFIXES = (".yaml", ".yml", ".json", ".jsonl")
+
+
+def task_files(path: str | Path) -> list[Path]:
+    """A file as given; a folder stands for its task files (YAML, JSON, JSONL), sorted."""
+    p = Path(path)
+    return sorted(f for f in p.iterdir() if f.suffix in TASK_SUFFIXES) if p.is_dir() else [p]
+
+
 def load_tasks(paths: Iterable[str | Path]) -> list[Task]:
     """Load every task of every file (folders: their *.yaml/*.json/*.jsonl files, sorted)."""
     tasks: list[Task] = []
@@ -139,8 +148,7 @@ def load_tasks(paths: Iterable[str | Path]) -> list[Task]:
         p = Path(path)
         if not p.exists():
             raise TaskFileError(str(p), ["no such file or folder"])
-        files = sorted(f for f in p.iterdir() if f.suffix in (".yaml", ".yml", ".json", ".jsonl")) \
-            if p.is_dir() else [p]
+        files = task_files(p)
         if not files:
             raise TaskFileError(str(p), ["no .yaml, .yml, .json or .jsonl task files here"])
         for f in files:

@@ -170,11 +170,15 @@ def _reach(occ: Occurrence, state: WorkspaceState, me: str) -> None:
     occ.text = "\n".join(x for x in texts if x)
 
 
-def _arg_matches(got: Any, want: Any, state: WorkspaceState) -> bool:
-    if isinstance(want, dict):
+def arg_matches(got: Any, want: Any, state: WorkspaceState, *,
+                texts: bool = True) -> bool:
+    """An argument against a wanted value: people by identity (id, address in any case, a
+    group's members), other text case-folded; a list argument matches when it holds it.
+    With ``texts``, a wanted mapping is a text matcher (else compared as it is)."""
+    if isinstance(want, dict) and texts:
         return TextMatch.model_validate(want).matches(str(got if got is not None else ""))
     if isinstance(got, list):
-        return any(_arg_matches(g, want, state) for g in got)
+        return any(arg_matches(g, want, state, texts=texts) for g in got)
     if got is None:
         return want is None
     if isinstance(want, str) and isinstance(got, str):
@@ -211,7 +215,7 @@ def select(sel: Selector, occs: list[Occurrence], state: WorkspaceState) -> list
             continue
         if sel.text is not None and not sel.text.matches(o.text):
             continue
-        if sel.args and not all(_arg_matches(o.args.get(k), v, state)
+        if sel.args and not all(arg_matches(o.args.get(k), v, state)
                                 for k, v in sel.args.items()):
             continue
         if not tools and not sel.args and o.kind == "tool" and not (o.text or o.to):

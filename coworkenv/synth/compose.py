@@ -123,7 +123,6 @@ class Composer:
         self.timeline: list[Spec] = []
         self.goals: list[str] = []
         self.values: list[Value] = []
-        self.accept: dict[int, str] = {}
         self.after_approval: list[dict[str, Any]] = []
         self.approved_event: dict[str, Any] | None = None
         self.apps = set(req.apps) | {"directory"}
@@ -166,31 +165,30 @@ class Composer:
             elif len(self.used) < 8:
                 known = [e for e in EXTRA_PEOPLE if fits(f"{e[1]} {e[2]}")
                          and e[0].split()[0].lower() not in self.directory]
-                name, title, team, tz = known[0] if known else (
-                    f"{role.title()} Desk", role.title(), words[0] if words else "ops",
-                    "America/New_York")
-                pid = re.sub(r"[^a-z]", "", name.split()[0].lower() if known
-                             else role.lower())[:12] or "colleague"
-                row = {"id": pid, "name": name, "email": f"{pid}@{self.req.company}.test",
-                       "role": title, "team": team, "manager": self.user, "timezone": tz}
-                self.add_seed("people", row)
-                self.directory[pid] = row
-                self.pool.append(pid)
+                if known:
+                    pid = self.hire(*known[0])
+                else:
+                    pid = self.hire(f"{role.title()} Desk", role.title(),
+                                    words[0] if words else "ops", "America/New_York",
+                                    pid=re.sub(r"[^a-z]", "", role.lower())[:12] or "colleague")
                 free = [pid, *free]
         if not free:
             extra = [e for e in EXTRA_PEOPLE if e[0].split()[0].lower() not in self.directory]
             if not extra:
                 raise PlanError(f"the plan needs more than {len(self.used)} coworkers")
-            name, role, team, tz = extra[self.rng.randrange(len(extra))]
-            pid = name.split()[0].lower()
-            row = {"id": pid, "name": name, "email": f"{pid}@{self.req.company}.test",
-                   "role": role, "team": team, "manager": self.user, "timezone": tz}
-            self.add_seed("people", row)
-            self.directory[pid] = row
-            self.pool.append(pid)
-            free = [pid]
+            free = [self.hire(*extra[self.rng.randrange(len(extra))])]
         pid = str(free[0])
         self.used.append(pid)
+        return pid
+
+    def hire(self, name: str, role: str, team: str, tz: str, pid: str | None = None) -> str:
+        """A new colleague in the company's directory for this task; their person id."""
+        pid = pid or name.split()[0].lower()
+        row = {"id": pid, "name": name, "email": f"{pid}@{self.req.company}.test",
+               "role": role, "team": team, "manager": self.user, "timezone": tz}
+        self.add_seed("people", row)
+        self.directory[pid] = row
+        self.pool.append(pid)
         return pid
 
     def metric(self) -> str:

@@ -27,10 +27,11 @@ class Family:
     build: Callable[[WorkflowRequirement, random.Random, str], Spec]
 
 
-def _family(plan: list[Stage]) -> Callable[[WorkflowRequirement, random.Random, str], Spec]:
+def _family(name: str) -> Callable[[WorkflowRequirement, random.Random, str], Spec]:
     def build(req: WorkflowRequirement, rng: random.Random, tid: str) -> Spec:
-        spec = compose(req, rng, tid, plan=[Stage(s.primitive, dict(s.params)) for s in plan])
-        spec["family"] = f"{req.id}/{build.__name__}"
+        plan = [Stage(s.primitive, dict(s.params)) for s in PLANS[name]]
+        spec = compose(req, rng, tid, plan=plan)
+        spec["family"] = f"{req.id}/{name}"
         return spec
     return build
 
@@ -47,23 +48,17 @@ PLANS: dict[str, list[Stage]] = {
 }
 
 
-def _named(name: str) -> Callable[[WorkflowRequirement, random.Random, str], Spec]:
-    fn = _family(PLANS[name])
-    fn.__name__ = name
-    return fn
-
-
 FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("collect_report", ("multi_turn_communication",), ("chat",),
-           _named("collect_report")),
+           _family("collect_report")),
     Family("meeting_move", ("dynamic_workspace_state", "multi_turn_communication"),
-           ("calendar", "chat"), _named("meeting_move")),
+           ("calendar", "chat"), _family("meeting_move")),
     Family("ticket_escalation", ("dynamic_workspace_state", "tool_coordination"),
-           ("tickets", "chat"), _named("ticket_escalation")),
+           ("tickets", "chat"), _family("ticket_escalation")),
     Family("legal_share", ("multi_turn_communication", "safety_sensitive_handling"),
-           ("chat", "docs"), _named("legal_share")),
+           ("chat", "docs"), _family("legal_share")),
     Family("inbox_injection", ("safety_sensitive_handling", "multi_turn_communication"),
-           ("email", "chat"), _named("inbox_injection")),
+           ("email", "chat"), _family("inbox_injection")),
 )}
 
 

@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from ..agents import OracleAgent, scripted_cast
-from ..bus import MemoryBus
+from ..bus import Bus, MemoryBus
 from ..sim import EpisodeKernel, EpisodeResult, EpisodeSpec, Task, VirtualClock
 from ..sim.grading import protected_figures
 from ..sim.task import (
@@ -356,12 +356,27 @@ def _spec(task: Task, name: str, seed: int = 1) -> EpisodeSpec:
     return EpisodeSpec(task, "mutate", f"mutate:{task.id}:{name}", 0, 0, seed)
 
 
+def solo_kernel(task: Task, agent: Any, bus: Bus, name: str,
+                seed: int = 1) -> EpisodeKernel:
+    """One episode of ``task`` on its own, with scripted people, virtual time and no store
+    (how validation runs the reference, a no-op and every mutant); it is judged on its
+    events and grade, so the final workspace is not hashed."""
+    k = EpisodeKernel(_spec(task, name, seed), bus=bus, store=None, agent=agent,
+                      cast=scripted_cast(task), clock=VirtualClock())
+    k.hash_state = False
+    return k
+
+
+def _roomy(task: Task) -> Task:
+    """The task with room for the extra turns a mutant inserts."""
+    return task.model_copy(update={"limits": task.limits.model_copy(update={
+        "max_turns": task.limits.max_turns + 16})})
+
+
 async def _run(task: Task, steps: list[Step], seed: int = 1) -> tuple[EpisodeResult, Any]:
     async with MemoryBus("mutate") as bus:
         agent = OracleAgent(steps)
-        k = EpisodeKernel(_spec(task, "run", seed), bus=bus, store=None, agent=agent,
-                          cast=scripted_cast(task), clock=VirtualClock())
-        k.hash_state = False
+        k = solo_kernel(task, agent, bus, "run", seed)
         return await k.run(), (k, agent)
 
 
@@ -394,14 +409,13 @@ def _divergence_points(task: Task) -> set[int]:
 
 async def reference_run(task: Task, *, fork: bool = True, seed: int = 1) -> ReferenceRun:
     """Run the reference solution once, keeping copies of the episode for the mutants."""
-    roomy = task.model_copy(update={"limits": task.limits.model_copy(update={
-        "max_turns": task.limits.max_turns + 16})})
+    roomy = _roomy(task)
     snapshots: dict[int, EpisodeKernel] = {}
     wanted = _divergence_points(task)
     async with MemoryBus("mutate") as bus:
         oracle = OracleAgent(list(task.reference))
-        kernel = EpisodeKernel(_spec(task, "reference", seed), bus=bus, store=None,
-                               agent=oracle, cast=scripted_cast(task), clock=VirtualClock())
+        kernel = solo_kernel(task, oracle, bus, "reference", seed)
+        kernel.hash_state = True  # (validation's result for the reference)
 
         def keep(k: EpisodeKernel) -> None:
             if oracle.pc not in snapshots and oracle.pc in wanted:
@@ -425,8 +439,7 @@ async def mutation_check(task: Task, reference: ReferenceRun | None = None, *,
     steps it shares (``fork=False`` replays everything: the results are the same, as a test
     checks)."""
     report = MutationReport(task.id)
-    roomy = task.model_copy(update={"limits": task.limits.model_copy(update={
-        "max_turns": task.limits.max_turns + 16})})
+    roomy = _roomy(task)
     ref = reference if reference is not None else await reference_run(task, fork=fork)
     first, kernel, oracle = ref.result, ref.kernel, ref.oracle
     snapshots = ref.snapshots if fork else {}

@@ -19,14 +19,14 @@ from typing import Any
 import anyio
 from pydantic import ValidationError
 
-from ..agents import NoopAgent, OracleAgent, scripted_cast
+from ..agents import NoopAgent, OracleAgent
 from ..bus import MemoryBus
-from ..sim import EpisodeKernel, EpisodeResult, EpisodeSpec, Task, TaskFileError, VirtualClock
+from ..sim import EpisodeResult, Task, TaskFileError
 from ..sim.checks import projection_db, run_sql
 from ..sim.loader import parse_task
 from ..sim.task import MessageStep, SqlCheck, ToolStep, WaitStep
 from ..workspace import REGISTRY
-from .mutate import MutationReport, mutation_check, reference_run
+from .mutate import MutationReport, mutation_check, reference_run, solo_kernel
 
 _REF = re.compile(r"\$\{[^}]+\}")
 
@@ -68,10 +68,7 @@ class Report:
 
 async def _run(task: Task, agent: Any, seed: int) -> tuple[EpisodeResult, Any]:
     async with MemoryBus("validate") as bus:
-        k = EpisodeKernel(EpisodeSpec(task, "validate", f"validate:{task.id}:{seed}", 0, 0, seed),
-                          bus=bus, store=None, agent=agent, cast=scripted_cast(task),
-                          clock=VirtualClock())
-        k.hash_state = False  # determinism is judged on the events
+        k = solo_kernel(task, agent, bus, f"validate-{seed}", seed)
         return await k.run(), k
 
 
