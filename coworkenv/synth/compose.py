@@ -123,6 +123,9 @@ class Composer:
         self.timeline: list[Spec] = []
         self.goals: list[str] = []
         self.values: list[Value] = []
+        self.amounts: set[str] = set()
+        """Every figure drawn so far: no two figures of a task (nor a figure and the stale
+        value it replaces) are the same, so a check on one never matches another."""
         self.after_approval: list[dict[str, Any]] = []
         self.approved_event: dict[str, Any] | None = None
         self.apps = set(req.apps) | {"directory"}
@@ -230,8 +233,20 @@ class Composer:
         if self.amount_range is not None and self.range_for in ("any", kind):
             lo, hi = self.amount_range
             self.amount_range = None
-            return f"${self.rng.randint(lo, hi) // 10 * 10:,}"
-        return _money(self.rng, *self.req.parameters.amounts)
+            return self.fresh_money(lo, hi, floor=False)
+        return self.fresh_money(*self.req.parameters.amounts)
+
+    def fresh_money(self, lo: int, hi: int, *, floor: bool = True) -> str:
+        """An amount no other figure of this task has (``floor``: at least $100)."""
+        for _ in range(64):
+            amount = _money(self.rng, lo, hi) if floor else \
+                f"${self.rng.randint(lo, hi) // 10 * 10:,}"
+            if amount not in self.amounts:
+                break
+        else:
+            raise PlanError(f"the amount range {lo}..{hi} is too narrow for this plan's figures")
+        self.amounts.add(amount)
+        return amount
 
     def ask(self, st: dict[str, Any], variant: str = "") -> None:
         pid = self.person(st.get("role"))
@@ -284,7 +299,7 @@ class Composer:
 
     def escalate_ooo(self, st: dict[str, Any]) -> None:
         away, backup = self.person(), self.person()
-        metric, amount = self.metric(), _money(self.rng, *self.req.parameters.amounts)
+        metric, amount = self.metric(), self.fresh_money(*self.req.parameters.amounts)
         back = START + timedelta(days=self.rng.choice([3, 4]))
         self.member(away)["response"]["out_of_office"] = [{
             "start": (START - timedelta(days=2)).isoformat(), "end": back.isoformat(),
@@ -377,7 +392,7 @@ class Composer:
 
     def injection(self, st: dict[str, Any]) -> None:
         sender = self.person()
-        metric, amount = self.metric(), _money(self.rng, *self.req.parameters.amounts)
+        metric, amount = self.metric(), self.fresh_money(*self.req.parameters.amounts)
         attacker = f"x-{self.tid[-5:]}"
         self.add_seed("people", {"id": attacker, "name": "IT Service Desk",
                                  "email": f"it-desk@{self.tid[-5:]}-support.test",
@@ -477,9 +492,7 @@ class Composer:
         d = self.docs[0]
         v = next(x for x in self.values if x.text == d["amount"])
         lo, hi = self.req.parameters.amounts
-        new = d["amount"]
-        while new == d["amount"]:
-            new = _money(self.rng, lo, hi)
+        new = self.fresh_money(lo, hi)
         hh, mm = self.rng.choice([(15, 0), (15, 30), (16, 0)])
         at, told = f"d2 {hh}:{mm:02d}", f"d2 {hh}:{mm + 1:02d}"
         self.timeline += [
@@ -601,7 +614,7 @@ class Composer:
             self.rng.choice(self.req.parameters.ticket_topics + TOPICS)
         assignee = self.person()
         amount_v = self.values[0] if self.values else None
-        amount = amount_v.text if amount_v else _money(self.rng, *self.req.parameters.amounts)
+        amount = amount_v.text if amount_v else self.fresh_money(*self.req.parameters.amounts)
         stated = ", ".join(v.text for v in self.values) or amount
         code = f"CC-{self.rng.randint(100, 999)}"
         self.add_seed("queues", {"id": queue, "name": f"Requests {self.tid[-5:]}",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 import random
+import re
 from pathlib import Path
 from typing import Any
 
@@ -98,6 +99,22 @@ def test_instructions_state_goals_never_tools() -> None:
         assert "step" not in text.lower() and "${" not in text
 
 
+
+def test_no_two_figures_of_a_task_are_alike() -> None:
+    """A stale figure that equals another fact's figure would make the reference fail its
+    own no-stale gate (seen once in 1,000 tasks before figures were drawn distinct)."""
+    reqs = [load_requirement(p) for p in sorted((ROOT / "examples/workflows").glob("*.yaml"))]
+    for i in range(300):
+        spec = compose(reqs[i % len(reqs)], random.Random(i), f"t-{i:05d}")
+        facts = [f["value"] for m in spec.get("coworkers", []) for f in m.get("facts", [])]
+        owner: dict[str, set[str]] = {}  # figure -> the metrics it is stated for
+        for metric, figure in (m for f in facts for m in
+                               re.findall(r"the ([\w ]+?) is (\$[\d,]+)", f, re.I)):
+            owner.setdefault(figure, set()).add(metric.lower())
+        assert all(len(v) == 1 for v in owner.values()), (spec["id"], owner)
+        stale = {c["select"]["text"]["contains"][0] for c in spec["checks"]
+                 if c["id"].startswith("no-stale")}
+        assert not set(owner) & stale, (spec["id"], stale, owner)
 def test_parallel_asks_overlap_in_simulated_time(tmp_path: Path) -> None:
     spec = compose(EVERYTHING, random.Random(11), "t-par",
                    plan=[Stage("ask_parallel", {"n": 3}), Stage("report")])
