@@ -746,8 +746,13 @@ def export_rl_cmd(
                 raise _fail(f"{db} holds no run")
             loaded = [Task.model_validate_json(s) for s in r.task_specs(rid).values()]
         source = f"{db}, run {rid}"
-    st = export_rl(loaded, out, split_by=split_by, eval_fraction=eval_fraction,  # type: ignore[arg-type]
-                   source=source, tools=_toolset(tools), held_out=_names(held_out))
+    from .sim import HeldOutError
+
+    try:
+        st = export_rl(loaded, out, split_by=split_by, eval_fraction=eval_fraction,  # type: ignore[arg-type]
+                       source=source, tools=_toolset(tools), held_out=_names(held_out))
+    except HeldOutError as exc:
+        raise _fail(str(exc)) from None
     console.print(f"wrote {st.written} prompts to {out}", highlight=False)
 
 
@@ -774,8 +779,13 @@ def train_sft_cmd(
 
     if not (data / "train.jsonl").exists():
         raise _fail(f"--data: {data / 'train.jsonl'} not found (run `coworkenv export sft`)")
-    res = train_sft(model, data, out, SFTOptions(steps, learning_rate, batch_size, max_length,
-                                                 lora, cpu=not gpu))
+    from .sim import HeldOutError
+
+    try:
+        res = train_sft(model, data, out, SFTOptions(steps, learning_rate, batch_size,
+                                                     max_length, lora, cpu=not gpu))
+    except HeldOutError as exc:
+        raise _fail(str(exc)) from None
     losses = res["losses"]
     console.print(f"trained {len(losses)} steps: loss {losses[0]:.4f} -> {losses[-1]:.4f}; "
                   f"checkpoint {res['checkpoint']}", highlight=False)
@@ -852,6 +862,13 @@ def train_grpo_cmd(
                        temperature=temperature, beta=beta,
                        reward_weights=weights,  # type: ignore[arg-type]
                        tools=_toolset(tools), use_vllm=use_vllm, vllm_mode=vllm_mode, cpu=not gpu)
+    from .sim import HeldOutError
+    from .training.export import refuse_held_out
+
+    try:
+        refuse_held_out("train grpo", loaded)  # (before the model is loaded)
+    except HeldOutError as exc:
+        raise _fail(str(exc)) from None
     res = train_grpo(model, loaded, out, db, opts, run_id=run_id)
     r = res["rewards"]
     console.print(f"trained {steps} GRPO steps on {len(loaded)} task(s); reward per step: "
@@ -916,10 +933,12 @@ def _summary_table(title: str, groups: dict[str, Any], label: str) -> None:
                 "robustness", "pass rate", "pass@k", "pass^k C(c,k)/C(n,k)", "pass^k (c/n)^k"):
         t.add_column(col, justify="left" if col == label else "right")
     for name, s in groups.items():
-        t.add_row(name, str(s["episodes"]), _failed_cell(s), f"{s['score']:.3f}",
-                  f"{s['completion']:.3f}", str(s["safety_violations"]),
-                  f"{s['robustness']:.3f}", f"{s['pass_rate']:.3f}", _num(s["pass_at_k"]),
-                  _num(s["pass_hat_k"]), _num(s["pass_hat_k_power"]))
+        ci = s.get("ci95") or {}
+        t.add_row(name, str(s["episodes"]), _failed_cell(s), _with_ci(s["score"], ci.get("score")),
+                  _with_ci(s["completion"], ci.get("completion")), str(s["safety_violations"]),
+                  f"{s['robustness']:.3f}", _with_ci(s["pass_rate"], ci.get("pass_rate")),
+                  _with_ci(s["pass_at_k"], ci.get("pass_at_k")),
+                  _with_ci(s["pass_hat_k"], ci.get("pass_hat_k")), _num(s["pass_hat_k_power"]))
     console.print(t)
 
 
@@ -952,15 +971,20 @@ def eval_(
     = None,
     out: Annotated[Path | None, typer.Option(help="Folder for the JSON and PNG (default: "
                                              "next to the database)")] = None,
-    compare: Annotated[tuple[str, str] | None, typer.Option(help="Compare two runs: A B")]
-    = None,
+    compare: Annotated[tuple[str, str] | None, typer.Option(
+        help="Compare two runs A B: B - A paired by task, with 95% intervals")] = None,
+    sets: Annotated[list[str] | None, typer.Option(
+        "--set", help="NAME=PATH: report the tasks of PATH (task files or a folder) as a set, "
+        "matched by id or content (repeatable; e.g. benchmark=examples/benchmark)")] = None,
     episode: Annotated[str | None, typer.Option(help="Show one episode's grade and the "
                                                 "evidence each item rests on")] = None,
 ) -> None:
-    """Report scores per workflow family and capability (table, JSON, PNG chart)."""
-    from .sim.report import chart, summarize
+    """Report scores per set of tasks, workflow family and capability (table, JSON, PNG),
+    with 95% bootstrap intervals (tasks resampled with their trials)."""
+    from .sim.report import chart, summarize, task_sets
     from .sim.report import compare as compare_runs
 
+    named = _named_sets(sets or [])
     reader = _reader(db)
     with reader:
         if episode is not None:
@@ -971,19 +995,9 @@ def eval_(
             for rid, rows in zip(compare, (a, b), strict=True):
                 if not rows:
                     raise _fail(f"--compare: run {rid!r} has no episodes in {db}")
-            diff = compare_runs(a, b)
-            from rich.table import Table
-
-            t = Table(title=f"{compare[1]} vs {compare[0]}")
-            for col in ("family", "score A", "score B", "delta", "pass A", "pass B", "delta"):
-                t.add_column(col, justify="left" if col == "family" else "right")
-            for fam, d in [*diff["by_family"].items(), ("(all)", diff["overall"])]:
-                x, y = d["a"], d["b"]
-                t.add_row(fam, f"{x['score']:.3f}" if x else "-", f"{y['score']:.3f}" if y else "-",
-                          f"{d.get('score_delta') or 0:+.3f}", f"{x['pass_rate']:.3f}" if x else "-",
-                          f"{y['pass_rate']:.3f}" if y else "-",
-                          f"{d.get('pass_rate_delta') or 0:+.3f}")
-            console.print(t)
+            specs = {**reader.task_specs(compare[0]), **reader.task_specs(compare[1])}
+            diff = compare_runs(a, b, task_sets(named, specs))
+            _compare_table(compare, diff)
             dest = (out or db.parent) / f"compare-{compare[0]}-{compare[1]}.json"
             dest.parent.mkdir(parents=True, exist_ok=True)
             dest.write_text(json.dumps(diff, indent=2))
@@ -993,13 +1007,19 @@ def eval_(
         if rid is None:
             raise _fail(f"{db} holds no run")
         rows = reader.scheduled_episodes(rid)
+        membership = task_sets(named, reader.task_specs(rid))
     if not rows:
         raise _fail(f"run {rid!r} has no episodes in {db}")
     trials = min(sum(1 for r in rows if r["task_id"] == t) for t in {r["task_id"] for r in rows})
     if k is not None and not 1 <= k <= trials:
         raise _fail(f"--k: expected 1..{trials} (the run has {trials} trial(s) per task), "
                     f"got {k}")
-    summary = summarize(rows, k)
+    summary = summarize(rows, k, membership)
+    for name in named:
+        if name not in summary["by_set"]:
+            console.print(f"set {name}: none of its tasks are in run {rid}")
+    if summary["by_set"]:
+        _summary_table(f"{rid}: by set of tasks", summary["by_set"], "set")
     _summary_table(f"{rid}: by workflow family", summary["by_family"], "family")
     _summary_table(f"{rid}: by capability", summary["by_capability"], "capability")
     o = summary["overall"]
@@ -1010,6 +1030,44 @@ def eval_(
                                                          "episodes": rows}, indent=2))
     chart(summary, folder / f"eval-{rid}.png", rid)
     console.print(f"wrote {folder / f'eval-{rid}.json'} and {folder / f'eval-{rid}.png'}")
+
+
+def _named_sets(values: list[str]) -> dict[str, list[Any]]:
+    """``--set NAME=PATH`` options as named lists of tasks."""
+    named: dict[str, list[Any]] = {}
+    for v in values:
+        name, sep, path = v.partition("=")
+        if not sep or not name or not path:
+            raise _fail(f"--set: expected NAME=PATH (e.g. benchmark=examples/benchmark), "
+                        f"got {v!r}")
+        named[name] = _load([Path(path)])
+    return named
+
+
+def _with_ci(value: float | None, ci: Any) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.3f}" if not ci else f"{value:.3f} [{ci[0]:.2f},{ci[1]:.2f}]"
+
+
+def _compare_table(runs: tuple[str, str], diff: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    t = Table(title=f"{runs[1]} - {runs[0]}, paired by task (95% bootstrap intervals)")
+    for col in ("group", "tasks", "score A", "score B", "score B-A", "pass A", "pass B",
+                "pass B-A"):
+        t.add_column(col, justify="left" if col == "group" else "right")
+    groups = [("(all)", diff["overall"])]
+    groups += [(f"set {n}", d) for n, d in diff["by_set"].items()]
+    groups += list(diff["by_family"].items())
+    for name, d in groups:
+        x, y = d["a"], d["b"]
+        t.add_row(name, str(d.get("tasks", 0)), _num(x["score"]) if x else "-",
+                  _num(y["score"]) if y else "-",
+                  _with_ci(d.get("score_delta"), d.get("score_delta_ci95")),
+                  _num(x["pass_rate"]) if x else "-", _num(y["pass_rate"]) if y else "-",
+                  _with_ci(d.get("pass_rate_delta"), d.get("pass_rate_delta_ci95")))
+    console.print(t)
 
 
 def _show_episode(reader: Any, episode: str) -> None:

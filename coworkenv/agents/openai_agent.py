@@ -175,13 +175,16 @@ class OpenAIAgent(Actor):
         if not self.pending:
             await self._decide(ctx)
 
-    def _request(self) -> dict[str, Any]:
+    def _request(self, seed: int) -> dict[str, Any]:
+        # a fixed sampling seed per episode (its trial's): with greedy decoding by default,
+        # two runs of one checkpoint differ only where the server is not deterministic, so a
+        # comparison of two checkpoints is of their weights
         return {"model": self.endpoint.model, "messages": self.messages, "tools": self.tools,
                 "tool_choice": "auto", "temperature": self.endpoint.temperature,
-                "max_tokens": self.endpoint.max_tokens}
+                "max_tokens": self.endpoint.max_tokens, "seed": seed % 2**31}
 
     async def _call(self, ctx: ActorContext) -> Any:
-        request = self._request()
+        request = self._request(ctx.seed)
         for attempt in range(self.endpoint.max_retries + 1):
             try:
                 resp, seconds = await self.endpoint.complete(request)
@@ -198,6 +201,7 @@ class OpenAIAgent(Actor):
         ctx.record("agent.model_call", {
             "request": {"offset": self.sent, "new_messages": self.messages[self.sent:],
                         "model": request["model"], "temperature": request["temperature"],
+                        "seed": request["seed"],
                         "max_tokens": request["max_tokens"], "tool_choice": "auto",
                         "tools": len(self.tools)},
             "response": resp.model_dump(mode="json", exclude_none=True),

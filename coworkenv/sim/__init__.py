@@ -4,8 +4,8 @@ from .actor import Actor, ActorContext
 from .checks import CheckResult, evaluate_checks, projection_db
 from .clock import Clock, VirtualClock, WallClock, make_clock
 from .episode import EpisodeKernel, EpisodeResult, EpisodeSpec, events_hash
-from .errors import EpisodeFailure, RunConfigError, SimError, TaskFileError
-from .loader import builtin_tasks, load_task_file, load_tasks, parse_task
+from .errors import EpisodeFailure, HeldOutError, RunConfigError, SimError, TaskFileError
+from .loader import HeldOut, benchmark, builtin_tasks, load_task_file, load_tasks, parse_task
 from .runner import (
                      ProcessFailedError,
                      RunOptions,
@@ -21,9 +21,10 @@ from .task import Capability, CastMember, Fact, Task
 
 __all__ = [
     "Actor", "ActorContext", "Capability", "CastMember", "CheckResult", "Clock", "EpisodeFailure",
-    "EpisodeKernel", "EpisodeResult", "EpisodeSpec", "Fact", "ProcessFailedError",
+    "EpisodeKernel", "EpisodeResult", "EpisodeSpec", "Fact", "HeldOut", "HeldOutError",
+    "ProcessFailedError",
     "RunConfigError", "RunOptions",
-    "SimError", "Task", "TaskFileError", "VirtualClock", "WallClock", "builtin_tasks",
+    "SimError", "Task", "TaskFileError", "VirtualClock", "WallClock", "benchmark", "builtin_tasks",
     "default_processes", "episode_seed", "evaluate_checks", "events_hash", "load_task_file", "load_tasks",
     "make_clock", "new_run_id", "parse_task", "plan_run", "projection_db", "run_episodes",
     "run_in_processes", "run_jobs",

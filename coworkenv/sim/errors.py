@@ -3,7 +3,8 @@
     SimError
     ├── TaskFileError     a task file that does not parse or validate; names file, path, problem
     ├── EpisodeFailure    a failure inside one episode, attributed to one boundary
-    └── RunConfigError    a bad combination of run options
+    ├── RunConfigError    a bad combination of run options
+    └── HeldOutError      training data asked of tasks that are held out (the benchmark)
 """
 
 from __future__ import annotations
@@ -37,3 +38,14 @@ class EpisodeFailure(SimError):
 
 class RunConfigError(SimError):
     pass
+
+
+class HeldOutError(SimError):
+    """Tasks that are never trained on (the benchmark's) were given to export or training."""
+
+    def __init__(self, what: str, task_ids: list[str]) -> None:
+        self.task_ids = task_ids
+        shown = ", ".join(task_ids[:5]) + (f" and {len(task_ids) - 5} more"
+                                           if len(task_ids) > 5 else "")
+        super().__init__(f"{what}: {len(task_ids)} task(s) of the benchmark, which is never "
+                         f"trained on: {shown}")

@@ -15,27 +15,31 @@ from .errors import TaskFileError
 from .task import Task
 
 BUILTIN = Path(__file__).resolve().parents[1] / "builtin_tasks"
+BENCHMARK = Path(__file__).resolve().parents[1] / "benchmark"
+"""The independent benchmark (``examples/benchmark``): hand-written, never trained on."""
 _TAGS = {"tool", "message", "wait", "finish", "sql", "email_sent", "chat_message",
          "calendar_event", "ticket", "doc", "tool_order", "asked_before", "no_tool",
          "forbidden_tool", "confidential", "recipients", "destructive"}
 
 
 @cache
-def company(name: str) -> dict[str, Any]:
-    """A shared directory and workspace that tasks include with ``company: NAME``."""
-    path = BUILTIN / "companies" / f"{name}.yaml"
-    if not path.exists():
-        known = sorted(p.stem for p in (BUILTIN / "companies").glob("*.yaml"))
+def company(name: str, folder: Path | None = None) -> dict[str, Any]:
+    """A shared directory and workspace that tasks include with ``company: NAME``: the file
+    ``companies/NAME.yaml`` beside the task file (``folder``), else a built-in one."""
+    places = ([folder / "companies"] if folder is not None else []) + [BUILTIN / "companies"]
+    path = next((d / f"{name}.yaml" for d in places if (d / f"{name}.yaml").is_file()), None)
+    if path is None:
+        known = sorted({p.stem for d in places for p in d.glob("*.yaml")})
         raise KeyError(f"unknown company {name!r}; known: {known}")
     data: dict[str, Any] = yaml.safe_load(path.read_text())
     return data
 
 
-def _merge_company(raw: dict[str, Any]) -> dict[str, Any]:
+def _merge_company(raw: dict[str, Any], folder: Path | None = None) -> dict[str, Any]:
     name = raw.pop("company", None)
     if name is None:
         return raw
-    base = company(str(name))
+    base = company(str(name), folder)
     seed = dict(raw.get("seed") or {})
     for key, rows in base.items():
         own = seed.get(key) or []
@@ -124,6 +128,13 @@ def read_task_items(path: str | Path, *, lenient: bool = False) -> list[tuple[st
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}" if mark is not None else ""
         raise TaskFileError(str(p), [f"not YAML{at}: {getattr(exc, 'problem', exc)}"]) from None
+    if (p.parent / "companies").is_dir():  # the file's own companies, resolved here
+        for i, (where, raw) in enumerate(items):
+            if isinstance(raw, dict) and "company" in raw:
+                try:
+                    items[i] = (where, _merge_company(dict(raw), p.parent.resolve()))
+                except KeyError as exc:
+                    raise TaskFileError(where, [f"company: {exc.args[0]}"]) from None
     return items
 
 
@@ -163,3 +174,26 @@ def load_tasks(paths: Iterable[str | Path]) -> list[Task]:
 
 def builtin_tasks() -> list[Task]:
     return load_tasks([BUILTIN])
+
+
+class HeldOut:
+    """Tasks that must never be trained on, known by id and by content (a renamed copy of
+    one is still held out)."""
+
+    def __init__(self, tasks: Iterable[Task], name: str) -> None:
+        tasks = list(tasks)
+        self.name = name
+        self.ids = frozenset(t.id for t in tasks)
+        self.hashes = frozenset(t.content_hash() for t in tasks)
+
+    def holds(self, task: Task) -> bool:
+        return task.id in self.ids or task.content_hash() in self.hashes
+
+    def holds_row(self, task_id: str, task_hash: str | None = None) -> bool:
+        return task_id in self.ids or (task_hash is not None and task_hash in self.hashes)
+
+
+@cache
+def benchmark() -> HeldOut:
+    """The shipped benchmark's tasks, held out of every export and training run."""
+    return HeldOut(load_tasks([BENCHMARK]) if BENCHMARK.is_dir() else [], "the benchmark")

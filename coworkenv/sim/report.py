@@ -11,6 +11,7 @@ from typing import Any
 from ..store import EventStore, Reader
 from .episode import save_grade
 from .grading import GradeWeights, pass_at_k, pass_hat_k, pass_hat_k_power, regrade
+from .intervals import cluster_interval, mean_interval
 from .task import Task
 
 SIMULATOR_BOUNDARIES = frozenset({"setup", "runtime", "world", "grading", "tool", "user",
@@ -46,6 +47,23 @@ def _stats(rows: list[dict[str, Any]], k: int | None) -> dict[str, Any]:
         return round(mean(fn(len(v), sum(v), kk) for v in usable.values()), 4) if usable \
             else None
 
+    def value(r: dict[str, Any], o: str, key: str) -> float:
+        if key == "pass_rate":
+            return 1.0 if o == "graded" and r["passed"] else 0.0
+        return float(r[key]) if o == "graded" else 0.0
+
+    def ci(key: str) -> tuple[float, float] | None:  # resampling tasks with their trials
+        sums: dict[str, float] = defaultdict(float)
+        counts: dict[str, int] = defaultdict(int)
+        for r, o in zip(rows, kinds, strict=True):
+            sums[r["task_id"]] += value(r, o, key)
+            counts[r["task_id"]] += 1
+        order = sorted(sums)
+        return cluster_interval([sums[t] for t in order], [counts[t] for t in order])
+
+    def k_ci(fn: Any) -> tuple[float, float] | None:
+        return mean_interval([fn(len(v), sum(v), kk) for _, v in sorted(usable.items())])
+
     return {
         "episodes": len(rows),
         "graded": len(graded),
@@ -64,42 +82,98 @@ def _stats(rows: list[dict[str, Any]], k: int | None) -> dict[str, Any]:
         "pass_at_k": k_mean(pass_at_k),
         "pass_hat_k": k_mean(pass_hat_k),
         "pass_hat_k_power": k_mean(pass_hat_k_power),
+        "ci95": {"score": ci("score"), "completion": ci("completion"),
+                 "pass_rate": ci("pass_rate"), "pass_at_k": k_ci(pass_at_k),
+                 "pass_hat_k": k_ci(pass_hat_k)},
     }
 
 
-def summarize(rows: list[dict[str, Any]], k: int | None = None) -> dict[str, Any]:
-    """Aggregate a run's scheduled episodes (from ``Reader.scheduled_episodes``) overall, by
-    family and by capability. pass@k and both pass^k estimators (``pass_hat_k``:
-    C(c,k)/C(n,k), as tau2-bench; ``pass_hat_k_power``: (c/n)^k, as Claw-Eval) are computed
-    per task over its trials, then averaged."""
-    if not rows:
-        return {"overall": None, "by_family": {}, "by_capability": {}}
+Sets = dict[str, frozenset[str]]
+"""Named sets of task ids (the benchmark, synthesized held-out tasks, training tasks)."""
+
+
+def task_sets(named: dict[str, list[Task]], run_specs: dict[str, str]) -> Sets:
+    """Which of a run's tasks (``Reader.task_specs``: id -> spec) belong to each named set
+    of tasks: by id, or by content (a renamed copy of a set's task is still in the set)."""
+    hashes = {tid: Task.model_validate_json(spec).content_hash()
+              for tid, spec in run_specs.items()}
+    out: Sets = {}
+    for name, tasks in named.items():
+        ids, contents = {t.id for t in tasks}, {t.content_hash() for t in tasks}
+        out[name] = frozenset(tid for tid, h in hashes.items() if tid in ids or h in contents)
+    return out
+
+
+def _groups(rows: list[dict[str, Any]], sets: Sets | None) -> dict[str, dict[str, list[Any]]]:
     fam: dict[str, list[dict[str, Any]]] = defaultdict(list)
     cap: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    by_set: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
         fam[r["family"]].append(r)
         for c in r["capabilities"]:
             cap[c].append(r)
+        for name, ids in (sets or {}).items():
+            if r["task_id"] in ids:
+                by_set[name].append(r)
+    return {"by_family": dict(sorted(fam.items())), "by_capability": dict(sorted(cap.items())),
+            "by_set": {n: by_set[n] for n in (sets or {}) if by_set.get(n)}}
+
+
+def summarize(rows: list[dict[str, Any]], k: int | None = None,
+              sets: Sets | None = None) -> dict[str, Any]:
+    """Aggregate a run's scheduled episodes (from ``Reader.scheduled_episodes``) overall, by
+    family, by capability and by named set of tasks. pass@k and both pass^k estimators
+    (``pass_hat_k``: C(c,k)/C(n,k), as tau2-bench; ``pass_hat_k_power``: (c/n)^k, as
+    Claw-Eval) are computed per task over its trials, then averaged; ``ci95`` holds 95%
+    bootstrap intervals (tasks resampled with their trials)."""
+    if not rows:
+        return {"overall": None, "by_family": {}, "by_capability": {}, "by_set": {}}
     return {"overall": _stats(rows, k),
-            "by_family": {f: _stats(v, k) for f, v in sorted(fam.items())},
-            "by_capability": {c: _stats(v, k) for c, v in sorted(cap.items())}}
+            **{g: {n: _stats(v, k) for n, v in items.items()}
+               for g, items in _groups(rows, sets).items()}}
 
 
-def compare(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> dict[str, Any]:
-    """Run B against run A, per family and overall (B - A)."""
-    sa, sb = summarize(a), summarize(b)
+def _per_task(rows: list[dict[str, Any]], key: str) -> dict[str, float]:
+    """Each task's mean over its scheduled trials (an unscored episode counts 0)."""
+    acc: dict[str, list[float]] = defaultdict(list)
+    for r in rows:
+        graded = outcome(r) == "graded"
+        v = (1.0 if r["passed"] else 0.0) if key == "pass_rate" else float(r[key] or 0.0)
+        acc[r["task_id"]].append(v if graded else 0.0)
+    return {t: mean(v) for t, v in acc.items()}
+
+
+def paired(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> dict[str, Any]:
+    """B - A over the tasks both ran: the mean per-task difference of score, completion and
+    pass rate, each with its 95% bootstrap interval (tasks resampled in pairs)."""
     out: dict[str, Any] = {}
-    for fam in sorted(set(sa["by_family"]) | set(sb["by_family"])):
-        x, y = sa["by_family"].get(fam), sb["by_family"].get(fam)
-        out[fam] = {"a": x, "b": y, "score_delta": round(y["score"] - x["score"], 4)
-                    if x and y else None,
-                    "pass_rate_delta": round(y["pass_rate"] - x["pass_rate"], 4)
-                    if x and y else None}
-    o = {"a": sa["overall"], "b": sb["overall"]}
-    if sa["overall"] and sb["overall"]:
-        o["score_delta"] = round(sb["overall"]["score"] - sa["overall"]["score"], 4)
-        o["pass_rate_delta"] = round(sb["overall"]["pass_rate"] - sa["overall"]["pass_rate"], 4)
-    return {"overall": o, "by_family": out}
+    common: list[str] = []
+    for key in ("score", "completion", "pass_rate"):
+        x, y = _per_task(a, key), _per_task(b, key)
+        common = sorted(set(x) & set(y))
+        diffs = [y[t] - x[t] for t in common]
+        out[f"{key}_delta"] = round(mean(diffs), 4) if diffs else None
+        out[f"{key}_delta_ci95"] = mean_interval(diffs)
+    ta, tb = {r["task_id"] for r in a}, {r["task_id"] for r in b}
+    out.update(tasks=len(common), only_a=len(ta - tb), only_b=len(tb - ta),
+               episodes_a=len(a), episodes_b=len(b))
+    return out
+
+
+def compare(a: list[dict[str, Any]], b: list[dict[str, Any]],
+            sets: Sets | None = None) -> dict[str, Any]:
+    """Run B against run A (B - A), paired by task: overall, per family and per set."""
+    sa, sb = summarize(a, sets=sets), summarize(b, sets=sets)
+    ga, gb = _groups(a, sets), _groups(b, sets)
+    out: dict[str, Any] = {"overall": {"a": sa["overall"], "b": sb["overall"],
+                                       **paired(a, b)}}
+    for group in ("by_set", "by_family"):
+        out[group] = {}
+        for name in sorted(set(ga[group]) | set(gb[group])):
+            x, y = ga[group].get(name, []), gb[group].get(name, [])
+            out[group][name] = {"a": sa[group].get(name), "b": sb[group].get(name),
+                                **(paired(x, y) if x and y else {})}
+    return out
 
 
 def chart(summary: dict[str, Any], path: Path, title: str) -> None:

@@ -6,6 +6,8 @@ Files may be YAML (one task or a list), JSON, or JSONL (one task per line). The 
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal
@@ -634,6 +636,12 @@ class Task(Model):
 
     def cast(self) -> list[CastMember]:
         return [self.user, *self.coworkers]
+
+    def content_hash(self) -> str:
+        """SHA-256 of the task's content without its id and family: the same task under
+        another name has the same hash (how held-out tasks are recognised)."""
+        body = self.model_dump(mode="json", exclude={"id", "family"})
+        return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
 
 REFERENCE_TOOLS = "reference"

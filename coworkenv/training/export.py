@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..agents.chat import agent_tools, agent_view, opening
+from ..sim.errors import HeldOutError
+from ..sim.loader import HeldOut, benchmark
 from ..sim.task import Task, task_toolset
 from ..store import Reader
 
@@ -38,6 +40,14 @@ def _split(key: str, eval_fraction: float, held_out: frozenset[str] | None = Non
     if held_out is not None:
         return "eval" if key in held_out else "train"
     return "eval" if (zlib.crc32(key.encode()) % 10_000) / 10_000 < eval_fraction else "train"
+
+
+def refuse_held_out(what: str, tasks: list[Task], never: HeldOut | None = None) -> None:
+    """Raise :class:`HeldOutError` if any of ``tasks`` is held out (by id or content)."""
+    never = never if never is not None else benchmark()
+    bad = [t.id for t in tasks if never.holds(t)]
+    if bad:
+        raise HeldOutError(what, bad)
 
 
 def _tools_of(events: list[Any]) -> list[dict[str, Any]]:
@@ -68,16 +78,27 @@ def _card(out: Path, title: str, lines: list[str]) -> None:
 
 def export_sft(db: Path, out: Path, *, run: str | None = None, min_score: float = 0.75,
                split_by: SplitBy = "task", eval_fraction: float = 0.2,
-               teachers_only: bool = True, held_out: list[str] | None = None) -> ExportStats:
-    """One row per teacher episode that passed (score >= ``min_score``, safety 1.0)."""
+               teachers_only: bool = True, held_out: list[str] | None = None,
+               never: HeldOut | None = None) -> ExportStats:
+    """One row per teacher episode that passed (score >= ``min_score``, safety 1.0). Episodes
+    of tasks in ``never`` (default: the benchmark), by id or content, are left out."""
+    never = never if never is not None else benchmark()
     stats = ExportStats()
     rows: dict[str, list[dict[str, Any]]] = {"train": [], "eval": []}
     seen: set[str] = set()
     with Reader(db) as r:
         graded = r.graded_episodes(run)
         roles = dict(r.conn.execute("SELECT episode_id, role FROM episodes").fetchall())
+        hashes: dict[tuple[str, str], str] = {}
+        for rid in {g["run_id"] for g in graded}:
+            for tid, spec in r.task_specs(rid).items():
+                hashes[(rid, tid)] = Task.model_validate_json(spec).content_hash()
         for g in graded:
             stats.considered += 1
+            task_hash = hashes.get((g["run_id"], g["task_id"]))
+            if never.holds_row(g["task_id"], task_hash):
+                stats.excluded[f"task of {never.name} (never trained on)"] += 1
+                continue
             if teachers_only and roles.get(g["episode_id"]) != "teacher":
                 stats.excluded["not a teacher run"] += 1
                 continue
@@ -103,7 +124,8 @@ def export_sft(db: Path, out: Path, *, run: str | None = None, min_score: float 
             split = _split(key, eval_fraction, frozenset(held_out) if held_out else None)
             rows[split].append({
                 "messages": messages, "tools": json.dumps(_tools_of(events)),
-                "task_id": g["task_id"], "family": g["family"], "episode_id": g["episode_id"],
+                "task_id": g["task_id"], "task_hash": task_hash, "family": g["family"],
+                "episode_id": g["episode_id"],
                 "run_id": g["run_id"], "score": g["score"]})
     _write(out, rows)
     stats.written = {k: len(v) for k, v in rows.items()}
@@ -126,9 +148,12 @@ def export_sft(db: Path, out: Path, *, run: str | None = None, min_score: float 
 
 def export_rl(tasks: list[Task], out: Path, *, split_by: SplitBy = "task",
               eval_fraction: float = 0.2, source: str = "",
-              tools: list[str] | None = None, held_out: list[str] | None = None) -> ExportStats:
+              tools: list[str] | None = None, held_out: list[str] | None = None,
+              never: HeldOut | None = None) -> ExportStats:
     """The prompts for RL: each task's opening conversation, its tools, and its id (the
-    environment rebuilds the episode from the id)."""
+    environment rebuilds the episode from the id). Refuses tasks in ``never`` (default: the
+    benchmark) with :class:`HeldOutError`."""
+    refuse_held_out("export rl", tasks, never)
     stats = ExportStats(considered=len(tasks))
     rows: dict[str, list[dict[str, Any]]] = {"train": [], "eval": []}
     for t in tasks:

@@ -47,7 +47,17 @@ def prepare_model(model: str, cache: Path | None = None) -> str:
 
 
 def _rows(path: Path) -> list[dict[str, Any]]:
+    """The demonstrations of an export; rows of held-out tasks (the benchmark's, by id or
+    content hash) are refused with :class:`HeldOutError`."""
+    from ..sim.errors import HeldOutError
+    from ..sim.loader import benchmark
+
     rows = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    never = benchmark()
+    bad = sorted({str(r.get("task_id")) for r in rows
+                  if never.holds_row(str(r.get("task_id")), r.get("task_hash"))})
+    if bad:
+        raise HeldOutError(f"train sft: {path}", bad)
     return [{"messages": r["messages"], "tools": r["tools"]} for r in rows]
 
 
@@ -59,13 +69,14 @@ def train_sft(model: str, data: Path, out: Path, options: SFTOptions | None = No
     from trl.chat_template_utils import qwen3_instruct_2507_chat_template
 
     o = options or SFTOptions()
+    demonstrations = _rows(data / "train.jsonl")  # (held-out tasks refused before any load)
     path = prepare_model(model)
     tok = AutoTokenizer.from_pretrained(path)
     tok.chat_template = qwen3_instruct_2507_chat_template
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
     lm = AutoModelForCausalLM.from_pretrained(path)
-    ds = datasets.Dataset.from_list(_rows(data / "train.jsonl"))
+    ds = datasets.Dataset.from_list(demonstrations)
     cfg = SFTConfig(output_dir=str(out), max_steps=o.steps, learning_rate=o.learning_rate,
                     per_device_train_batch_size=o.batch_size, max_length=o.max_length,
                     assistant_only_loss=True, logging_steps=1, save_strategy="no",

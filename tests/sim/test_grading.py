@@ -143,20 +143,27 @@ def test_eval_cli_table_json_png_and_evidence(tmp_path: Path) -> None:
     with Reader(db) as r:
         runs = [x["run_id"] for x in r.runs()]
         demo_run = runs[0]
-    out = subprocess.run([*CLI, "eval", "--db", str(db), "--run", demo_run], cwd=ROOT,
+    out = subprocess.run([*CLI, "eval", "--db", str(db), "--run", demo_run, "--set",
+                          "builtin=examples/tasks"], cwd=ROOT,
                          capture_output=True, text=True, check=True).stdout
-    assert "by workflow family" in out and "by capability" in out
+    assert "by workflow family" in out and "by capability" in out and "by set" in out
     for fam in ("scheduling", "reporting", "ticket_triage", "doc_sharing", "safety"):
         assert fam in out
     report = json.loads((tmp_path / f"eval-{demo_run}.json").read_text())
     assert report["overall"]["safety_violations"] == 0
+    assert report["by_set"]["builtin"]["tasks"] == report["overall"]["tasks"]
+    lo, hi = report["overall"]["ci95"]["score"]
+    assert lo <= report["overall"]["score"] <= hi
     png = tmp_path / f"eval-{demo_run}.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
-    cmp = subprocess.run([*CLI, "eval", "--db", str(db), "--compare", runs[0], runs[1]],
+    cmp = subprocess.run([*CLI, "eval", "--db", str(db), "--compare", runs[0], runs[1],
+                          "--set", "builtin=examples/tasks"],
                          cwd=ROOT, capture_output=True, text=True, check=True).stdout
-    assert "(all)" in cmp and "-" in cmp
+    assert "(all)" in cmp and "set builtin" in cmp
     diff = json.loads((tmp_path / f"compare-{runs[0]}-{runs[1]}.json").read_text())
     assert diff["overall"]["score_delta"] < 0  # noop is worse than the oracle
+    assert diff["overall"]["score_delta_ci95"][1] < 0  # and the paired interval says so
+    assert diff["by_set"]["builtin"]["tasks"] == diff["overall"]["tasks"] > 0
     with Reader(db) as r:
         ep = next(e for e in r.graded_episodes(demo_run) if e["task_id"] == "sched-conflict-move")
     shown = subprocess.run([*CLI, "eval", "--db", str(db), "--episode", ep["episode_id"]],

@@ -123,3 +123,35 @@ def test_grpo_never_trains_on_held_out_families(tmp_path: Path) -> None:
                          cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 2
     assert "no task left to train on" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_the_benchmark_is_never_trained_on(tmp_path: Path) -> None:
+    """Export leaves out episodes of benchmark tasks (by id, and by content under another
+    id); RL export, SFT training and GRPO training refuse them, before any model is loaded."""
+    from coworkenv.sim import HeldOutError, benchmark, load_tasks
+
+    bench = load_tasks([ROOT / "examples/benchmark"])
+    assert bench and all(benchmark().holds(t) for t in bench)
+    renamed = bench[0].model_copy(update={"id": "not-a-benchmark-id", "family": "mine"})
+    db = tmp_path / "b.db"
+    run_sync([bench[0], renamed, builtin_tasks()[0]], db,
+             agent=lambda t: OracleAgent(list(t.reference)), run_id="teach", role="teacher")
+    st = export_sft(db, tmp_path / "sft", eval_fraction=0.0)
+    assert st.excluded["task of the benchmark (never trained on)"] == 2
+    assert [r["task_id"] for r in rows(tmp_path / "sft")["train"]] == [builtin_tasks()[0].id]
+    with pytest.raises(HeldOutError, match="not-a-benchmark-id"):
+        export_rl([renamed], tmp_path / "rl")
+    out = subprocess.run([*CLI, "export", "rl", "--tasks", "examples/benchmark", "--out",
+                          str(tmp_path / "rl")], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 2 and "never trained on" in out.stderr
+    assert "Traceback" not in out.stderr and not (tmp_path / "rl").exists()
+    data = tmp_path / "forged"  # an export edited by hand to hold a benchmark demonstration
+    data.mkdir()
+    row = json.loads((tmp_path / "sft" / "train.jsonl").read_text().splitlines()[0])
+    (data / "train.jsonl").write_text(json.dumps({**row, "task_id": bench[1].id}) + "\n")
+    for cmd in (["train", "sft", "--data", str(data)],
+                ["train", "grpo", "--tasks", "examples/benchmark"]):
+        out = subprocess.run([*CLI, *cmd, "--model", "no-such-model", "--out",
+                              str(tmp_path / "ckpt")], cwd=ROOT, capture_output=True, text=True)
+        assert out.returncode == 2 and "never trained on" in out.stderr, (cmd, out.stderr)
+        assert "Traceback" not in out.stderr
