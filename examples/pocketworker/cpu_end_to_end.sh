@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # PocketWorker on CPU, end to end, with the offline SmolLM2-135M-Instruct:
 #   teacher run (oracle) -> export sft -> train sft -> train grpo (live episodes as rollouts)
-#   -> serve each checkpoint over HTTP and evaluate it on held-out families -> eval --compare.
+#   -> serve each checkpoint over HTTP and evaluate it on held-out families (or on other tasks:
+#   EVAL_TASKS=examples/benchmark) -> eval --compare.
 # Every knob is an environment variable (defaults in brackets); the defaults are the run whose
 # numbers are in the README. CI runs a smaller setting of the same script (tests/training).
 set -euo pipefail
@@ -25,6 +26,9 @@ GRPO_BATCH=${GRPO_BATCH:-2}                          # rollouts per step
 GRPO_GENERATIONS=${GRPO_GENERATIONS:-2}              # rollouts per prompt (the group)
 GRPO_TOOL_CALLS=${GRPO_TOOL_CALLS:-4}
 GRPO_LR=${GRPO_LR:-1e-6}
+EVAL_TASKS=${EVAL_TASKS:-}                            # evaluate on these task files/folders instead
+                                                      # of the held-out families (e.g. the benchmark)
+EVAL_TRIALS=${EVAL_TRIALS:-1}                         # trials per evaluated task (pass@k, pass^k)
 EVAL_ONLY=${EVAL_ONLY:-}                              # comma-separated task ids (default: all held out)
 EVAL_PER_FAMILY=${EVAL_PER_FAMILY:-}                  # evaluate the first K tasks of each held-out family
 EVAL_MAX_TURNS=${EVAL_MAX_TURNS:-6}
@@ -47,8 +51,13 @@ step "1. teacher run: the oracle on every task, ${TEACHER_TRIALS} trials, transi
 $CW run --tasks "$TASKS" --agent oracle --trials "$TEACHER_TRIALS" --faults 0.15 --tools reference \
   --db "$DB" --run-id teacher --quiet
 
-step "2. export sft, held out by family: $HELD_OUT"
-$CW export sft --db "$DB" --run teacher --out "$WORK/data/sft" --split-by family --held-out "$HELD_OUT"
+if [ -n "$HELD_OUT" ]; then
+  step "2. export sft, held out by family: $HELD_OUT"
+  $CW export sft --db "$DB" --run teacher --out "$WORK/data/sft" --split-by family --held-out "$HELD_OUT"
+else
+  step "2. export sft, every family (evaluation is on other tasks: $EVAL_TASKS)"
+  $CW export sft --db "$DB" --run teacher --out "$WORK/data/sft" --split-by family --eval-fraction 0
+fi
 
 step "3. train sft: $SFT_STEPS steps"
 $CW train sft --model "$MODEL" --data "$WORK/data/sft" --out "$WORK/ckpt/sft" --steps "$SFT_STEPS" \
@@ -72,6 +81,12 @@ if [ -n "$EVAL_ONLY" ]; then
   IFS=, read -ra ids <<< "$EVAL_ONLY"
   for id in "${ids[@]}"; do only+=(--only "$id"); done
 fi
+evaluated=(--tasks "$TASKS" --families "$HELD_OUT")
+sets=()
+if [ -n "$EVAL_TASKS" ]; then
+  evaluated=(--tasks "$EVAL_TASKS")
+  sets=(--set "evaluated=$EVAL_TASKS")
+fi
 for entry in "${models[@]}"; do
   name=${entry%%=*}; path=${entry#*=}
   step "5. evaluate $name ($path) on the held-out families, served over HTTP"
@@ -83,7 +98,7 @@ for entry in "${models[@]}"; do
     sleep 1
   done
   cat "$WORK/served-$name.json"; echo
-  $CW run --tasks "$TASKS" --families "$HELD_OUT" "${only[@]}" --agent "openai:pocketworker-$name" \
+  $CW run "${evaluated[@]}" "${only[@]}" --trials "$EVAL_TRIALS" --agent "openai:pocketworker-$name" \
     --base-url "http://127.0.0.1:$PORT/v1" --tools reference --max-turns "$EVAL_MAX_TURNS" \
     --max-tokens "$EVAL_MAX_TOKENS" --model-timeout 900 --model-concurrency 1 --concurrency 1 \
     --db "$DB" --run-id "eval-$name" --quiet || { kill "$server"; exit 1; }
@@ -91,7 +106,7 @@ for entry in "${models[@]}"; do
 done
 
 step "6. compare"
-$CW eval --db "$DB" --compare eval-base eval-sft --out "$WORK"
+$CW eval --db "$DB" --compare eval-base eval-sft "${sets[@]}" --out "$WORK"
 if [ "$GRPO_STEPS" -gt 0 ]; then
-  $CW eval --db "$DB" --compare eval-base eval-grpo --out "$WORK"
+  $CW eval --db "$DB" --compare eval-base eval-grpo "${sets[@]}" --out "$WORK"
 fi

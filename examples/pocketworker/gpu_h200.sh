@@ -14,6 +14,8 @@ TEACHER=${TEACHER:-}                          # optional model teacher served by
 HELD_OUT=${HELD_OUT:-doc_sharing,safety}
 TRAIN_FAMILIES=${TRAIN_FAMILIES:-}            # GRPO rollouts from these (default: all but HELD_OUT)
 TRIALS=${TRIALS:-8}
+EVAL_TASKS=${EVAL_TASKS:-}                    # evaluate on these tasks (e.g. examples/benchmark) instead of HELD_OUT
+EVAL_TRIALS=${EVAL_TRIALS:-4}
 SFT_STEPS=${SFT_STEPS:-300}
 GRPO_STEPS=${GRPO_STEPS:-200}
 PORT=${PORT:-8000}
@@ -38,7 +40,11 @@ if [ -n "$TEACHER" ]; then
 fi
 
 # 2. SFT data, held out by family; 3. SFT (full fine-tune, bf16)
-$CW export sft --db "$DB" --out "$WORK/data/sft" --split-by family --held-out "$HELD_OUT"
+if [ -n "$HELD_OUT" ]; then
+  $CW export sft --db "$DB" --out "$WORK/data/sft" --split-by family --held-out "$HELD_OUT"
+else  # evaluation on other tasks (EVAL_TASKS): train on every family
+  $CW export sft --db "$DB" --out "$WORK/data/sft" --split-by family --eval-fraction 0
+fi
 $CW train sft --model "$STUDENT" --data "$WORK/data/sft" --out "$WORK/ckpt/sft" --gpu \
   --steps "$SFT_STEPS" --batch-size 8 --max-length 4096 --learning-rate 1e-5
 
@@ -50,17 +56,19 @@ $CW train grpo --model "$WORK/ckpt/sft" --tasks "$TASKS" "${fams[@]}" --held-out
   --steps "$GRPO_STEPS" --batch-size 16 --num-generations 8 --max-completion-length 2048 \
   --max-tool-calls 12 --learning-rate 1e-6
 
-# 5. evaluation: each checkpoint behind vLLM, 4 trials per held-out task (pass@4, pass^4)
+# 5. evaluation: each checkpoint behind vLLM, EVAL_TRIALS trials per held-out task (pass@k, pass^k)
+evaluated=(--tasks "$TASKS" --families "$HELD_OUT"); sets=()
+if [ -n "$EVAL_TASKS" ]; then evaluated=(--tasks "$EVAL_TASKS"); sets=(--set "evaluated=$EVAL_TASKS"); fi
 for name in base sft grpo; do
   case $name in base) path=$STUDENT;; sft) path=$WORK/ckpt/sft;; grpo) path=$WORK/ckpt/grpo;; esac
   vllm serve "$path" --served-model-name "pocketworker-$name" --port "$PORT" --enable-auto-tool-choice \
     --tool-call-parser hermes --gpu-memory-utilization 0.85 > "$WORK/serve-$name.log" 2>&1 & srv=$!; wait_for
   curl -s "http://127.0.0.1:$PORT/v1/models" > "$WORK/served-$name.json"
-  $CW run --tasks "$TASKS" --families "$HELD_OUT" --agent "openai:pocketworker-$name" \
-    --base-url "http://127.0.0.1:$PORT/v1" --tools reference --trials 4 --model-concurrency 64 \
+  $CW run "${evaluated[@]}" --agent "openai:pocketworker-$name" \
+    --base-url "http://127.0.0.1:$PORT/v1" --tools reference --trials "$EVAL_TRIALS" --model-concurrency 64 \
     --concurrency 128 --db "$DB" --run-id "eval-$name" --quiet
   kill $srv; wait $srv || true
-  $CW eval --db "$DB" --run "eval-$name" --k 4 --out "$WORK"
+  $CW eval --db "$DB" --run "eval-$name" --k "$EVAL_TRIALS" "${sets[@]}" --out "$WORK"
 done
-$CW eval --db "$DB" --compare eval-base eval-sft --out "$WORK"
-$CW eval --db "$DB" --compare eval-base eval-grpo --out "$WORK"
+$CW eval --db "$DB" --compare eval-base eval-sft "${sets[@]}" --out "$WORK"
+$CW eval --db "$DB" --compare eval-base eval-grpo "${sets[@]}" --out "$WORK"
