@@ -129,13 +129,15 @@ def _execute(tasks: list[Any], *, agent: str, db: Path, bus_url: str, trials: in
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from .agents import agent_factory, cast_factory, parse_agent
-    from .bus import BusError, open_bus
+    from .bus import BusError, bus_key, open_bus
     from .sim import ProcessFailedError, RunOptions, new_run_id, run_episodes, run_in_processes
     from .store import EventStore, Reader
 
     mo = models or ModelOptions()
     try:
         spec = parse_agent(agent)
+        if spec.kind == "remote" and bus_url.startswith("mqtt"):
+            bus_key(required=True)  # workers started elsewhere must hold the same key
         make_agent: Any = None if spec.kind == "remote" else agent_factory(
             agent, base_url=mo.base_url, api_key_env=mo.api_key_env, timeout=mo.timeout,
             max_concurrency=mo.max_concurrency, max_tokens=mo.max_tokens)
@@ -452,19 +454,20 @@ def worker(
     worker_id: Annotated[str | None, typer.Option(help="Id (default: a new one)")] = None,
     model_concurrency: Annotated[int, typer.Option(min=1, help="Model calls at once")] = 4,
 ) -> None:
-    """Serve agent decisions for episodes run by `coworkenv run --agent remote` elsewhere."""
+    """Serve agent decisions for episodes run by `coworkenv run --agent remote` elsewhere.
+    The runner and every worker share COWORKENV_BUS_KEY: envelopes are signed with it."""
     import anyio
     from pydantic import TypeAdapter
 
     from .agents import NoopAgent, OpenAIAgent, OracleAgent, parse_agent
     from .agents.factory import endpoint
     from .agents.remote import Worker
-    from .bus import BusError, open_bus
+    from .bus import BusError, bus_key, open_bus
     from .sim.task import Step
 
     try:
         spec = parse_agent(agent)
-        b = open_bus(bus)
+        b = open_bus(bus, key=bus_key(required=True) if bus.startswith("mqtt") else None)
         ep = endpoint(spec.model, base_url, api_key_env, max_concurrency=model_concurrency) \
             if spec.kind == "openai" else None
     except (ValueError, BusError) as exc:

@@ -11,8 +11,8 @@ import pytest
 
 PUBLIC = {
     "coworkenv.bus": ["Bus", "BusClosedError", "BusConnectionError", "BusError", "BusStatistics",
-                      "BusTimeoutError", "BusURLError", "Envelope", "MemoryBus", "MqttBus",
-                      "Subscription", "SubscriptionStatistics", "new_id", "open_bus",
+                      "BusTimeoutError", "BusURLError", "Envelope", "KEY_ENV", "MemoryBus", "MqttBus",
+                      "Subscription", "SubscriptionStatistics", "bus_key", "new_id", "open_bus",
                       "topic_matches"],
     "coworkenv.store": ["SCHEMA_VERSION", "EpisodeRecord", "EventRecord", "EventStore",
                         "NotFoundError", "Reader", "SchemaError", "StoreClosedError", "StoreError",

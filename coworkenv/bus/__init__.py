@@ -1,7 +1,7 @@
 """The async event bus: one contract, a memory backend (default) and an MQTT backend."""
 
 from ._base import Bus, BusStatistics
-from ._envelope import Envelope, new_id, topic_matches
+from ._envelope import KEY_ENV, Envelope, bus_key, new_id, topic_matches
 from ._router import Subscription, SubscriptionStatistics
 from ._url import open_bus
 from .errors import BusClosedError, BusConnectionError, BusError, BusTimeoutError, BusURLError
@@ -9,6 +9,7 @@ from .memory import MemoryBus
 from .mqtt import MqttBus
 
 __all__ = [
+    "KEY_ENV",
     "Bus",
     "BusClosedError",
     "BusConnectionError",
@@ -21,6 +22,7 @@ __all__ = [
     "MqttBus",
     "Subscription",
     "SubscriptionStatistics",
+    "bus_key",
     "new_id",
     "open_bus",
     "topic_matches",

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
-from contextlib import AbstractAsyncContextManager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractAsyncContextManager, contextmanager
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
 import anyio
 
-from ._envelope import Envelope, new_id
+from ._envelope import Envelope, new_id, topic_matches
 from ._router import Router, Subscription, SubscriptionStatistics
 from .errors import BusClosedError, BusTimeoutError
 
@@ -24,6 +24,8 @@ class BusStatistics:
     """Published but not yet acknowledged by the broker (MQTT)."""
     duplicates_dropped: int = 0
     reconnects: int = 0
+    rejected: int = 0
+    """Messages refused: unsigned, mis-signed, retained, or not envelopes (MQTT)."""
 
 
 class Bus(ABC):
@@ -42,6 +44,8 @@ class Bus(ABC):
         self._pending: dict[str, anyio.Event] = {}
         self._replies: dict[str, Envelope] = {}
         self._reply_sub: Subscription | None = None
+        self._rejections = 0
+        self._reject_watchers: dict[int, tuple[str, Callable[[str, str, dict[str, Any]], None]]] = {}
 
     # topics ------------------------------------------------------------------------------
     def topic(self, run: str, episode: str, *parts: str) -> str:
@@ -110,7 +114,27 @@ class Bus(ABC):
                                     correlation_id=request.correlation_id))
 
     def statistics(self) -> BusStatistics:
-        return BusStatistics(self._published, [s.statistics() for s in self._router.all()])
+        return BusStatistics(self._published, [s.statistics() for s in self._router.all()],
+                             rejected=self._rejections)
+
+    # refused traffic ---------------------------------------------------------------------
+    @contextmanager
+    def watch_rejections(self, topic_filter: str,
+                         callback: Callable[[str, str, dict[str, Any]], None]) -> Iterator[None]:
+        """Call ``callback(topic, reason, detail)`` for each message refused on a topic the
+        filter matches (the episode kernel records them as ``bus.rejected`` events)."""
+        key = id(callback)
+        self._reject_watchers[key] = (topic_filter, callback)
+        try:
+            yield
+        finally:
+            self._reject_watchers.pop(key, None)
+
+    def _rejected(self, topic: str, reason: str, detail: dict[str, Any]) -> None:
+        self._rejections += 1
+        for f, cb in list(self._reject_watchers.values()):
+            if topic_matches(f, topic):
+                cb(topic, reason, detail)
 
     # lifecycle ---------------------------------------------------------------------------
     async def __aenter__(self) -> Bus:

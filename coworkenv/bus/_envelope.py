@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import os
+import secrets
 import uuid
 from typing import Any
 
@@ -28,6 +32,42 @@ class Envelope(BaseModel):
     seq: int = Field(default=0, description="Sender-assigned sequence number")
     correlation_id: str | None = Field(default=None, description="Pairs a reply with its request")
     reply_to: str | None = Field(default=None, description="Topic a reply should go to")
+    sig: str | None = Field(default=None, description="HMAC-SHA256 of the envelope without "
+                            "this field, with the run's bus key (buses between processes)")
+
+    def canonical(self) -> bytes:
+        """The signed text: the envelope as JSON, without its signature."""
+        return self.model_dump_json(exclude={"sig"}).encode()
+
+    def signed(self, key: bytes) -> Envelope:
+        return self.model_copy(update={"sig": hmac.new(key, self.canonical(),
+                                                       hashlib.sha256).hexdigest()})
+
+    def verify(self, key: bytes) -> bool:
+        """Whether the signature is the key's over this envelope (constant-time compare)."""
+        if self.sig is None:
+            return False
+        want = hmac.new(key, self.canonical(), hashlib.sha256).hexdigest()
+        return hmac.compare_digest(want, self.sig)
+
+
+KEY_ENV = "COWORKENV_BUS_KEY"
+"""The environment variable that holds the bus key of runs spread over several hosts."""
+_PROCESS_KEY = secrets.token_bytes(32)
+
+
+def bus_key(required: bool = False) -> bytes:
+    """The key that signs and checks envelopes between processes: ``COWORKENV_BUS_KEY`` when
+    set (every runner and worker of a run must share it), else one made at random for this
+    process and the processes it forks. ``required``: a key made at random would be of no
+    use (peers started separately), so its absence is an error."""
+    given = os.environ.get(KEY_ENV)
+    if given:
+        return given.encode()
+    if required:
+        raise ValueError(f"set {KEY_ENV} to the same secret on the runner and on every worker "
+                         "(envelopes on a shared broker are signed with it)")
+    return _PROCESS_KEY
 
 
 def topic_matches(topic_filter: str, topic: str) -> bool:

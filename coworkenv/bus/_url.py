@@ -9,8 +9,11 @@ from .errors import BusURLError
 from .memory import MemoryBus
 
 
-def open_bus(url: str = "memory", *, prefix: str | None = None) -> Bus:
-    """Build (not yet open) the bus a ``--bus`` value names; use it as ``async with``."""
+def open_bus(url: str = "memory", *, prefix: str | None = None,
+             key: bytes | None = None) -> Bus:
+    """Build (not yet open) the bus a ``--bus`` value names; use it as ``async with``.
+    ``key`` signs and checks envelopes on MQTT (default: :func:`bus_key`); it is never part
+    of the URL, which runs record."""
     if url in ("memory", "memory://", ""):
         return MemoryBus(prefix or "coworkenv")
     parts = urlsplit(url)
@@ -41,4 +44,4 @@ def open_bus(url: str = "memory", *, prefix: str | None = None) -> Bus:
                    username=unquote(parts.username) if parts.username else None,
                    password=unquote(parts.password) if parts.password else None,
                    tls=parts.scheme == "mqtts", client_id=q.get("client_id"), qos=qos,
-                   window=window, max_batch=max_batch, reconnect_timeout=reconnect)
+                   window=window, max_batch=max_batch, reconnect_timeout=reconnect, key=key)

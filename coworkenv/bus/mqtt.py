@@ -8,6 +8,13 @@
 - The connection is supervised: after a broker restart it reconnects with backoff,
   resubscribes, and re-sends every envelope the broker had not acknowledged, in order.
 - Receivers deduplicate by envelope id, so a redelivery after reconnect is harmless.
+- Every envelope is signed (HMAC-SHA256 with the bus key: ``COWORKENV_BUS_KEY``, or one made
+  for this process and its forks); unsigned, mis-signed and retained messages, and messages
+  that are not envelopes, are refused before they are seen, counted, and reported to
+  whoever watches the topic (the episode kernel records a ``bus.rejected`` event). A refused
+  message never marks an id as seen, so it cannot shadow the real envelope.
+- Runs leave nothing on the broker: subscriptions are removed at close and the persistent
+  session (kept for reconnects) is cleared.
 - If the broker stays unreachable past ``reconnect_timeout``, publishers, flushes and readers
   get :class:`BusConnectionError`; never a silent loss or a hang.
 """
@@ -27,7 +34,7 @@ from anyio.abc import TaskGroup, TaskStatus
 from pydantic import TypeAdapter
 
 from ._base import Bus, BusStatistics
-from ._envelope import Envelope, new_id
+from ._envelope import Envelope, bus_key, new_id
 from ._router import Subscription
 from .errors import BusConnectionError
 
@@ -55,8 +62,9 @@ class MqttBus(Bus):
                  tls_context: ssl.SSLContext | None = None, client_id: str | None = None,
                  qos: int = 1, window: int = 4096, max_batch: int = 256,
                  reconnect_timeout: float = 30.0, persistent_session: bool = True,
-                 dedup_size: int = 200_000) -> None:
+                 dedup_size: int = 200_000, key: bytes | None = None) -> None:
         super().__init__(prefix)
+        self.key = key or bus_key()
         self.host, self.port = host, port
         self.username, self.password = username, password
         self.tls_context = tls_context or (ssl.create_default_context() if tls else None)
@@ -119,6 +127,21 @@ class MqttBus(Bus):
             self._tg.cancel_scope.cancel()
             await self._tg.__aexit__(None, None, None)
             self._tg = None
+        if self.persistent_session and self._failure is None:
+            await self._forget_session()
+
+    async def _forget_session(self) -> None:
+        """Connect once more with a clean session under the same client id, which makes the
+        broker drop the persistent one (MQTT 3.1.1 has no session expiry)."""
+        try:
+            with anyio.move_on_after(5):
+                async with aiomqtt.Client(self.host, self.port, username=self.username,
+                                          password=self.password, identifier=self.client_id,
+                                          clean_session=True, tls_context=self.tls_context,
+                                          timeout=5, logger=_AIOMQTT_LOG):
+                    pass
+        except aiomqtt.MqttError:
+            pass  # the broker went away: it holds nothing of ours that matters now
 
     def _inbox_filter(self) -> str:
         return f"{self.prefix}/+/+/_reply/{self.bus_id}"
@@ -210,7 +233,8 @@ class MqttBus(Bus):
             await self._window.acquire()
             self._check_failed()
         self._published += 1
-        self._outbox.setdefault(envelope.topic, []).append(envelope.model_dump_json().encode())
+        self._outbox.setdefault(envelope.topic, []).append(
+            envelope.signed(self.key).model_dump_json().encode())
         if self._drained.is_set():
             self._drained = anyio.Event()
         self._outbox_ready.set()
@@ -261,7 +285,12 @@ class MqttBus(Bus):
     # receiving ---------------------------------------------------------------------------
     async def _on_message(self, message: aiomqtt.Message) -> None:
         payload = message.payload
+        topic = str(message.topic)
         if not isinstance(payload, bytes | bytearray):
+            self._rejected(topic, "not an envelope", {"bytes": None})
+            return
+        if message.retain:  # planted before the run, or by someone else: never ours to take
+            self._rejected(topic, "retained", {"bytes": len(payload)})
             return
         try:
             if payload[:1] == b"[":
@@ -269,8 +298,15 @@ class MqttBus(Bus):
             else:
                 envs = [Envelope.model_validate_json(payload)]
         except ValueError:
-            return  # not ours: some other client published on our prefix
+            self._rejected(topic, "not an envelope", {"bytes": len(payload)})
+            return
         for env in envs:
+            if not env.verify(self.key):
+                self._rejected(topic, "unsigned" if env.sig is None else "bad signature",
+                               {"id": env.id[:200], "sender": env.sender[:200],
+                                "kind": env.kind[:200]})
+                continue
+            env.sig = None  # checked: receivers get the envelope as it was published
             if env.id in self._seen:
                 self._duplicates += 1
                 continue
@@ -314,7 +350,7 @@ class MqttBus(Bus):
     def statistics(self) -> BusStatistics:
         base = super().statistics()
         return BusStatistics(base.published, base.subscriptions, len(self._unacked),
-                             self._duplicates, self._reconnects)
+                             self._duplicates, self._reconnects, base.rejected)
 
     def describe(self) -> dict[str, Any]:
         return {"host": self.host, "port": self.port, "prefix": self.prefix, "qos": self.qos,

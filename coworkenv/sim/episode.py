@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import secrets
 import time
 import zlib
 from dataclasses import dataclass, field
@@ -195,8 +196,9 @@ class EpisodeKernel:
         t0 = time.perf_counter()
         try:
             topic = self.bus.topic(self.spec.run_id, self.spec.episode_id, "+")
-            async with self.bus.subscribe(topic, max_buffer=64) as self._inbox:
-                await self._loop()
+            with self.bus.watch_rejections(topic, self._refused):
+                async with self.bus.subscribe(topic, max_buffer=64) as self._inbox:
+                    await self._loop()
         except Exception as exc:
             self._fail("runtime", exc)
         return await self._finish(time.perf_counter() - t0)
@@ -281,8 +283,9 @@ class EpisodeKernel:
         try:
             with anyio.move_on_after(task.limits.wall_timeout_s) as scope:
                 topic = self.bus.topic(spec.run_id, spec.episode_id, "+")
-                async with self.bus.subscribe(topic, max_buffer=64) as self._inbox:
-                    await self._loop()
+                with self.bus.watch_rejections(topic, self._refused):
+                    async with self.bus.subscribe(topic, max_buffer=64) as self._inbox:
+                        await self._loop()
             if scope.cancelled_caught:
                 self._stop = "wall_timeout"
         except Exception as exc:  # a bug in the kernel or transport: the episode fails alone
@@ -325,8 +328,8 @@ class EpisodeKernel:
             return
         if d.to not in self.actors:
             return
-        env = Envelope(
-            id=f"{self.spec.episode_id}#{seq}", run=self.spec.run_id,
+        env = Envelope(  # the id is unguessable: a forged envelope cannot take its place
+            id=f"{self.spec.episode_id}#{seq}.{secrets.token_hex(8)}", run=self.spec.run_id,
             episode=self.spec.episode_id,
             topic=self.bus.topic(self.spec.run_id, self.spec.episode_id, d.to),
             sender=d.sender, kind=d.kind, payload=d.payload, sim_time=self.clock.now, seq=seq,
@@ -349,6 +352,11 @@ class EpisodeKernel:
             self._fail(exc.boundary, exc)
         except Exception as exc:
             self._fail(_boundary(name, actor), exc)
+
+    def _refused(self, topic: str, reason: str, detail: dict[str, Any]) -> None:
+        """A message on this episode's topics that the bus refused (forged, retained, not an
+        envelope): on record, and nothing else."""
+        self._record("bus", "bus.rejected", {"topic": topic, "reason": reason, **detail})
 
     def _fail(self, boundary: Boundary, exc: BaseException) -> None:
         if self._failure is None:

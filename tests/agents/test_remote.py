@@ -23,6 +23,15 @@ ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-m", "coworkenv.cli"]
 
 
+@pytest.fixture(autouse=True)
+def shared_key(monkeypatch: pytest.MonkeyPatch) -> str:
+    """The runner and its workers are separate processes: they share the bus key through the
+    environment (each test a key of its own)."""
+    key = new_id()
+    monkeypatch.setenv("COWORKENV_BUS_KEY", key)
+    return key
+
+
 @pytest.fixture
 def prefix(broker: tuple[str, int]) -> str:
     host, port = broker
@@ -108,3 +117,40 @@ def test_killing_a_worker_mid_run_loses_no_episode(tmp_path: Path, prefix: str,
     # in-flight episodes of the dead worker failed with a reason, then ran again elsewhere
     assert reasons, "no episode was caught on the killed worker"
     assert all("remote worker wA" in r for r in reasons), reasons
+
+
+def test_remote_runs_need_a_shared_key_and_a_stranger_serves_nothing(
+        tmp_path: Path, prefix: str, cleanup: list[subprocess.Popen[str]]) -> None:
+    """Without COWORKENV_BUS_KEY neither a worker nor a remote run starts (one line, exit 2);
+    a worker holding another key never sees an assignment, so the episodes wait for a worker
+    with the run's key and none is served by the stranger."""
+    bare = {k: v for k, v in os.environ.items() if k != "COWORKENV_BUS_KEY"}
+    for cmd in (["worker", "--bus", prefix],
+                ["run", "--tasks", "examples/tasks", "--agent", "remote", "--bus", prefix,
+                 "--db", str(tmp_path / "nokey.db")]):
+        out = subprocess.run([*CLI, *cmd], cwd=ROOT, capture_output=True, text=True, env=bare,
+                             timeout=60)
+        assert out.returncode == 2 and "COWORKENV_BUS_KEY" in out.stderr, out.stderr
+        assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
+    stranger = subprocess.Popen([*CLI, "worker", "--bus", prefix, "--worker-id", "wX"], cwd=ROOT,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                env={**bare, "COWORKENV_BUS_KEY": "not-the-run-key"})
+    cleanup.append(stranger)
+    assert stranger.stdout is not None and "serving" in stranger.stdout.readline()
+    db = tmp_path / "stranger.db"
+    runner = subprocess.Popen([*CLI, "run", "--tasks", "examples/tasks", "--agent", "remote",
+                               "--bus", prefix, "--db", str(db), "--only", "report-q3-travel",
+                               "--quiet"], cwd=ROOT, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    cleanup.append(runner)
+    time.sleep(8)  # the stranger would have served it by now
+    assert runner.poll() is None
+    with sqlite3.connect(db) as c:
+        assert c.execute("SELECT count(*) FROM episodes WHERE status='completed'").fetchone() \
+            == (0,)
+    cleanup += start_workers(prefix, "wA")  # the run's own worker (this test's key)
+    out, err = runner.communicate(timeout=120)
+    assert runner.returncode == 0, err
+    with sqlite3.connect(db) as c:
+        assert c.execute("SELECT count(*) FROM episodes WHERE status='completed'").fetchone() \
+            == (1,)
