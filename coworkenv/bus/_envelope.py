@@ -43,6 +43,12 @@ class Envelope(BaseModel):
         return self.model_copy(update={"sig": hmac.new(key, self.canonical(),
                                                        hashlib.sha256).hexdigest()})
 
+    def signed_json(self, key: bytes) -> bytes:
+        """``signed(key).model_dump_json()``, built from one serialisation."""
+        body = self.canonical()
+        sig = hmac.new(key, body, hashlib.sha256).hexdigest().encode()
+        return body[:-1] + b',"sig":"' + sig + b'"}'
+
     def verify(self, key: bytes) -> bool:
         """Whether the signature is the key's over this envelope (constant-time compare)."""
         if self.sig is None:

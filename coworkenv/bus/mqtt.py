@@ -234,7 +234,7 @@ class MqttBus(Bus):
             self._check_failed()
         self._published += 1
         self._outbox.setdefault(envelope.topic, []).append(
-            envelope.signed(self.key).model_dump_json().encode())
+            envelope.signed_json(self.key))
         if self._drained.is_set():
             self._drained = anyio.Event()
         self._outbox_ready.set()
