@@ -161,9 +161,14 @@ def _execute(tasks: list[Any], *, agent: str, db: Path, bus_url: str, trials: in
 
     if not 0.0 <= faults <= 1.0:
         raise _fail(f"--faults: expected a rate between 0 and 1, got {faults}")
+    from .sim import RunConfigError
+
     rid = run_id or new_run_id()
-    opts = RunOptions(rid, agent, trials, concurrency, clock, spec.role, resume,
-                      FaultPlan(rate=faults) if faults else None, tools=mo.tools)
+    try:
+        opts = RunOptions(rid, agent, trials, concurrency, clock, spec.role, resume,
+                          FaultPlan(rate=faults) if faults else None, tools=mo.tools)
+    except RunConfigError as exc:
+        raise _fail(f"--run-id: {exc}") from None
     total = len(tasks) * trials
 
     def progress() -> Any:

@@ -11,7 +11,7 @@ from typing import Any
 
 import anyio
 
-from ._envelope import Envelope, new_id, topic_matches
+from ._envelope import Envelope, new_id, topic_matches, validate_prefix
 from ._router import Router, Subscription, SubscriptionStatistics
 from .errors import BusClosedError, BusTimeoutError
 
@@ -36,7 +36,7 @@ class Bus(ABC):
     """
 
     def __init__(self, prefix: str = "coworkenv") -> None:
-        self.prefix = prefix.strip("/")
+        self.prefix = validate_prefix(prefix)
         self.bus_id = new_id()[:12]
         self._router = Router()
         self._published = 0

@@ -97,3 +97,17 @@ def validate_filter(topic_filter: str) -> None:
             raise ValueError(f"topic filter {topic_filter!r}: '#' must be a whole last level")
         if "+" in p and p != "+":
             raise ValueError(f"topic filter {topic_filter!r}: '+' must be a whole level")
+
+
+def validate_prefix(prefix: str) -> str:
+    """A topic prefix: one or more levels, none empty, no wildcard, not a ``$`` topic."""
+    levels = prefix.split("/")
+    if not prefix or any(not lv for lv in levels):
+        raise ValueError(f"topic prefix {prefix!r}: levels must not be empty")
+    if any("+" in lv or "#" in lv for lv in levels):
+        raise ValueError(f"topic prefix {prefix!r}: MQTT wildcards (+, #) are not allowed")
+    if prefix.startswith("$"):
+        raise ValueError(f"topic prefix {prefix!r}: topics starting with $ belong to the broker")
+    if "\x00" in prefix:
+        raise ValueError(f"topic prefix {prefix!r}: no NUL characters")
+    return prefix

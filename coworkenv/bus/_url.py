@@ -39,9 +39,14 @@ def open_bus(url: str = "memory", *, prefix: str | None = None,
         raise BusURLError(f"--bus {url!r}: {exc}") from None
     if qos not in (0, 1, 2):
         raise BusURLError(f"--bus {url!r}: qos must be 0, 1 or 2, got {qos}")
-    path_prefix = parts.path.strip("/")
-    return MqttBus(parts.hostname, port, prefix=prefix or path_prefix or "coworkenv",
-                   username=unquote(parts.username) if parts.username else None,
-                   password=unquote(parts.password) if parts.password else None,
-                   tls=parts.scheme == "mqtts", client_id=q.get("client_id"), qos=qos,
-                   window=window, max_batch=max_batch, reconnect_timeout=reconnect, key=key)
+    if "#" in url:  # (a URL fragment to urllib; a wildcard in a topic prefix)
+        raise BusURLError(f"--bus {url!r}: MQTT wildcards (+, #) are not allowed in the prefix")
+    path_prefix = unquote(parts.path).strip("/")
+    try:
+        return MqttBus(parts.hostname, port, prefix=prefix or path_prefix or "coworkenv",
+                       username=unquote(parts.username) if parts.username else None,
+                       password=unquote(parts.password) if parts.password else None,
+                       tls=parts.scheme == "mqtts", client_id=q.get("client_id"), qos=qos,
+                       window=window, max_batch=max_batch, reconnect_timeout=reconnect, key=key)
+    except ValueError as exc:
+        raise BusURLError(f"--bus {url!r}: {exc}") from None

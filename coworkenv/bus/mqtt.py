@@ -64,6 +64,14 @@ class MqttBus(Bus):
                  reconnect_timeout: float = 30.0, persistent_session: bool = True,
                  dedup_size: int = 200_000, key: bytes | None = None) -> None:
         super().__init__(prefix)
+        for name, value in (("window", window), ("max_batch", max_batch)):
+            if value < 1:
+                raise ValueError(f"{name}: expected at least 1, got {value}")
+        if not reconnect_timeout > 0:
+            raise ValueError(f"reconnect_timeout: expected a positive number of seconds, got "
+                             f"{reconnect_timeout}")
+        if qos not in (0, 1, 2):
+            raise ValueError(f"qos: expected 0, 1 or 2, got {qos}")
         self.key = key or bus_key()
         self.host, self.port = host, port
         self.username, self.password = username, password

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 from collections.abc import Iterable
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -91,15 +94,95 @@ def parse_task(raw: Any, where: str) -> Task:
         raise TaskFileError(where, [p for e in exc.errors() for p in _describe(e)]) from None
 
 
-def read_task_items(path: str | Path, *, lenient: bool = False) -> list[tuple[str, Any]]:
+@dataclass(frozen=True)
+class InputLimits:
+    """Bounds on what a task file may hold; each can be raised with its environment variable.
+    Files from others are data: a file over a bound is refused with one line, before it can
+    take the memory or the time of a run."""
+
+    max_file_mb: float = 64.0
+    """COWORKENV_MAX_TASK_FILE_MB: the size of one task file."""
+    max_values: int = 2_000_000
+    """COWORKENV_MAX_TASK_VALUES: values in one file, counted as parsed (YAML aliases expanded)."""
+    max_depth: int = 64
+    """COWORKENV_MAX_TASK_DEPTH: nesting of mappings and lists."""
+
+    @classmethod
+    def from_env(cls) -> InputLimits:
+        env, d = os.environ, cls()
+        return cls(float(env.get("COWORKENV_MAX_TASK_FILE_MB", d.max_file_mb)),
+                   int(env.get("COWORKENV_MAX_TASK_VALUES", d.max_values)),
+                   int(env.get("COWORKENV_MAX_TASK_DEPTH", d.max_depth)))
+
+
+def _check_shape(data: Any, limits: InputLimits) -> str | None:
+    """Why ``data`` is out of bounds (too many values, too deep, a string that is not valid
+    Unicode), or None. Shared values (YAML aliases) count each time they are used."""
+    stack: list[tuple[Any, int, str]] = [(data, 0, "")]
+    seen = 0
+    while stack:
+        value, depth, where = stack.pop()
+        seen += 1
+        if seen > limits.max_values:
+            return (f"more than {limits.max_values:,} values (YAML aliases expand to copies; "
+                    "COWORKENV_MAX_TASK_VALUES)")
+        if depth > limits.max_depth:
+            return f"nested more than {limits.max_depth} levels at {where or 'the top'}"
+        if isinstance(value, str):
+            if not value.isascii():
+                try:
+                    value.encode("utf-8")
+                except UnicodeEncodeError as exc:
+                    return f"{where or 'a value'}: not valid Unicode ({exc.reason})"
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                key = str(k)
+                if not key.isascii():
+                    try:
+                        key.encode("utf-8")
+                    except UnicodeEncodeError as exc:
+                        return f"{where or 'a key'}: a key that is not valid Unicode ({exc.reason})"
+                stack.append((v, depth + 1, f"{where}.{key[:40]}" if where else key[:40]))
+        elif isinstance(value, list):
+            stack.extend((v, depth + 1, f"{where}[{i}]") for i, v in enumerate(value))
+    return None
+
+
+def _read_bounded(p: Path, limits: InputLimits) -> str:
+    try:
+        st = p.stat()
+    except OSError as exc:
+        raise TaskFileError(str(p), [f"cannot read: {exc.strerror}"]) from None
+    if not stat.S_ISREG(st.st_mode):
+        raise TaskFileError(str(p), ["not a regular file (a FIFO, device or socket?)"])
+    cap = int(limits.max_file_mb * 2**20)
+    if st.st_size > cap:
+        raise TaskFileError(str(p), [f"{st.st_size:,} bytes; task files are limited to "
+                                     f"{limits.max_file_mb:g} MB (COWORKENV_MAX_TASK_FILE_MB)"])
+    with p.open("rb") as f:
+        raw = f.read(cap + 1)
+    if len(raw) > cap:
+        raise TaskFileError(str(p), [f"more than {limits.max_file_mb:g} MB "
+                                     "(COWORKENV_MAX_TASK_FILE_MB)"])
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TaskFileError(str(p), [f"not UTF-8: byte 0x{raw[exc.start]:02x} at offset "
+                                     f"{exc.start}"]) from None
+
+
+def read_task_items(path: str | Path, *, lenient: bool = False,
+                    limits: InputLimits | None = None) -> list[tuple[str, Any]]:
     """The raw task items of a file, each with where it is (``file:line`` or ``file[i]``).
 
     ``lenient``: a JSONL line that is not JSON becomes an item of its own (a mapping holding
-    the line and the error, which validation then rejects) instead of failing the file."""
+    the line and the error, which validation then rejects) instead of failing the file.
+    Files are read within ``limits`` (default: :meth:`InputLimits.from_env`)."""
     p = Path(path)
     if not p.exists():
         raise TaskFileError(str(p), ["no such file"])
-    text = p.read_text(encoding="utf-8")
+    lim = limits or InputLimits.from_env()
+    text = _read_bounded(p, lim)
     items: list[tuple[str, Any]] = []
     try:
         if p.suffix == ".jsonl":
@@ -128,6 +211,11 @@ def read_task_items(path: str | Path, *, lenient: bool = False) -> list[tuple[st
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}" if mark is not None else ""
         raise TaskFileError(str(p), [f"not YAML{at}: {getattr(exc, 'problem', exc)}"]) from None
+    except RecursionError:
+        raise TaskFileError(str(p), [f"nested more than {lim.max_depth} levels"]) from None
+    shape = _check_shape([d for _, d in items], lim)
+    if shape is not None:
+        raise TaskFileError(str(p), [f"item {shape}" if shape.startswith("[") else shape])
     if (p.parent / "companies").is_dir():  # the file's own companies, resolved here
         for i, (where, raw) in enumerate(items):
             if isinstance(raw, dict) and "company" in raw:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import gc
 import multiprocessing
 import os
+import re
 import threading
 import time
 import zlib
@@ -24,6 +25,7 @@ from ..store import EventStore, Reader
 from .actor import Actor
 from .clock import make_clock
 from .episode import EpisodeKernel, EpisodeResult, EpisodeSpec
+from .errors import RunConfigError
 from .faults import FaultInjector
 from .grading import GradeWeights
 from .task import FaultPlan, Task
@@ -62,6 +64,19 @@ class RunOptions:
     """While episodes run, freeze what already exists and collect young objects rarely: the
     cyclic collector otherwise re-scans every live episode's events and costs about as much
     as the simulation itself (see bench/episodes.py)."""
+
+    def __post_init__(self) -> None:
+        check_run_id(self.run_id)
+
+
+RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+
+
+def check_run_id(run_id: str) -> None:
+    """A run id is one level of a bus topic and a file name: letters, digits, ``_.-``."""
+    if not RUN_ID.match(run_id):
+        raise RunConfigError(f"run id {run_id!r}: use letters, digits and _ . - (at most 128, "
+                             "starting with a letter or digit)")
 
 
 @contextmanager

@@ -7,6 +7,7 @@
         ├── (code="not_found")           an id or person that does not resolve
         ├── (code="forbidden")           a permission rule refuses the action
         ├── (code="conflict")            the action is impossible in the current state
+        ├── (code="too_large")           an argument over its size bound
         └── (code="unknown_tool")
 """
 
@@ -15,7 +16,8 @@ from __future__ import annotations
 from typing import Literal
 
 ErrorCode = Literal[
-    "invalid_arguments", "not_found", "forbidden", "conflict", "unknown_tool", "unavailable"
+    "invalid_arguments", "not_found", "forbidden", "conflict", "unknown_tool", "unavailable",
+    "too_large",
 ]
 
 

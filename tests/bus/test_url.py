@@ -26,6 +26,14 @@ def test_mqtt_url() -> None:
     ("mqtt://h?qos=3", "qos must be"),
     ("mqtt://h?speed=1", "unknown option"),
     ("mqtt://h:99999", "Port out of range"),
+    ("mqtt://h/$SYS", "belong to the broker"),
+    ("mqtt://h/A+", "wildcards"),
+    ("mqtt://h/#", "wildcards"),
+    ("mqtt://h/lab/%23", "wildcards"),
+    ("mqtt://h/a//b", "must not be empty"),
+    ("mqtt://h?window=0", "window: expected at least 1"),
+    ("mqtt://h?max_batch=0", "max_batch: expected at least 1"),
+    ("mqtt://h?reconnect_timeout=0", "reconnect_timeout"),
 ])
 def test_bad_urls_say_what_is_wrong(url: str, msg: str) -> None:
     with pytest.raises(BusURLError, match=msg):

@@ -114,6 +114,41 @@ class ToolOutcome:
     error: ToolError | None = None
 
 
+MAX_FIELD_CHARS = 32_000
+"""The longest string one argument may hold (a mail body, a document's content)."""
+MAX_CALL_CHARS = 128_000
+"""All strings of one call together."""
+MAX_ITEMS = 1_000
+"""The longest list (recipients, attendees) or widest object in one argument."""
+
+
+def _too_large(arguments: dict[str, Any]) -> ToolError | None:
+    """The first bound ``arguments`` break, as the error the caller gets (None if none)."""
+    total = 0
+    stack: list[tuple[Any, str, int]] = [(v, str(k), 1) for k, v in arguments.items()]
+    if len(arguments) > MAX_ITEMS:
+        return ToolError("too_large", f"more than {MAX_ITEMS} arguments", "arguments")
+    while stack:
+        value, where, depth = stack.pop()
+        if depth > 16:
+            return ToolError("too_large", "arguments nested more than 16 levels", where)
+        if isinstance(value, str):
+            if len(value) > MAX_FIELD_CHARS:
+                return ToolError("too_large", f"{len(value):,} characters; at most "
+                                 f"{MAX_FIELD_CHARS:,} per field", where)
+            total += len(value)
+            if total > MAX_CALL_CHARS:
+                return ToolError("too_large", f"more than {MAX_CALL_CHARS:,} characters in "
+                                 "one call", where)
+        elif isinstance(value, dict | list):
+            if len(value) > MAX_ITEMS:
+                return ToolError("too_large", f"{len(value):,} items; at most {MAX_ITEMS:,}",
+                                 where)
+            pairs = value.items() if isinstance(value, dict) else enumerate(value)
+            stack.extend((v, f"{where}.{k}", depth + 1) for k, v in pairs)
+    return None
+
+
 def execute_tool(
     state: WorkspaceState, actor: str, name: str, arguments: Any, now: datetime
 ) -> ToolOutcome:
@@ -128,6 +163,9 @@ def execute_tool(
             raise ToolError("unknown_tool", f"no tool named {name!r}", "name")
         if not isinstance(arguments, dict):
             raise ToolError("invalid_arguments", "arguments must be a JSON object", "arguments")
+        big = _too_large(arguments)
+        if big is not None:
+            raise big
         try:
             args = tool_.args.model_validate(arguments)
         except ValidationError as exc:
