@@ -591,11 +591,15 @@ def synth(
             on_attempt=on_attempt, on_done=lambda: bar.advance(job), mutate=mutate,
             workers=workers))
     log.close()
-    with out.open("w") as f:
+    from .outputs import atomic_file, write_file_manifest
+
+    with atomic_file(out) as f:  # whole or not at all, with a manifest loaders check
         for s in specs:
             f.write(json.dumps(s) + "\n")
+    write_file_manifest(out, tasks=len(specs))
     summary = stats.to_json()
-    out.with_name(out.name + ".report.json").write_text(json.dumps(summary, indent=2))
+    with atomic_file(out.with_name(out.name + ".report.json")) as f:
+        f.write(json.dumps(summary, indent=2))
     t = Table(title=f"synth: {len(specs)} of {n} accepted -> {out}")
     for col in ("requirement", "capability", "tasks exercising it"):
         t.add_column(col)
@@ -787,12 +791,13 @@ def train_sft_cmd(
 
     if not (data / "train.jsonl").exists():
         raise _fail(f"--data: {data / 'train.jsonl'} not found (run `coworkenv export sft`)")
+    from .outputs import IncompleteOutputError
     from .sim import HeldOutError
 
     try:
         res = train_sft(model, data, out, SFTOptions(steps, learning_rate, batch_size,
                                                      max_length, lora, cpu=not gpu))
-    except HeldOutError as exc:
+    except (HeldOutError, IncompleteOutputError) as exc:
         raise _fail(str(exc)) from None
     losses = res["losses"]
     console.print(f"trained {len(losses)} steps: loss {losses[0]:.4f} -> {losses[-1]:.4f}; "

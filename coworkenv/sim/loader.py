@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from ..outputs import check_file
 from .errors import TaskFileError
 from .task import Task
 
@@ -183,6 +184,9 @@ def read_task_items(path: str | Path, *, lenient: bool = False,
         raise TaskFileError(str(p), ["no such file"])
     lim = limits or InputLimits.from_env()
     text = _read_bounded(p, lim)
+    mismatch = check_file(p)
+    if mismatch is not None:
+        raise TaskFileError(str(p), [mismatch])
     items: list[tuple[str, Any]] = []
     try:
         if p.suffix == ".jsonl":

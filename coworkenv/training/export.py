@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..agents.chat import agent_tools, agent_view, opening
+from ..outputs import atomic_folder, write_folder_manifest
 from ..sim.errors import HeldOutError
 from ..sim.loader import HeldOut, benchmark
 from ..sim.task import Task, task_toolset
@@ -58,6 +59,8 @@ def _tools_of(events: list[Any]) -> list[dict[str, Any]]:
 
 
 def _write(out: Path, rows: dict[str, list[dict[str, Any]]]) -> None:
+    """The splits as JSONL (and a Hugging Face dataset) into ``out``: a folder being built,
+    which :func:`atomic_folder` swaps in whole."""
     out.mkdir(parents=True, exist_ok=True)
     for split, items in rows.items():
         with (out / f"{split}.jsonl").open("w") as f:
@@ -127,8 +130,17 @@ def export_sft(db: Path, out: Path, *, run: str | None = None, min_score: float 
                 "task_id": g["task_id"], "task_hash": task_hash, "family": g["family"],
                 "episode_id": g["episode_id"],
                 "run_id": g["run_id"], "score": g["score"]})
-    _write(out, rows)
     stats.written = {k: len(v) for k, v in rows.items()}
+    with atomic_folder(out) as tmp:  # swapped in whole: a killed export leaves the old one
+        _write(tmp, rows)
+        _finish_sft(tmp, stats, db, run, teachers_only, min_score, split_by, held_out,
+                    eval_fraction)
+    return stats
+
+
+def _finish_sft(out: Path, stats: ExportStats, db: Path, run: str | None, teachers_only: bool,
+                min_score: float, split_by: str, held_out: list[str] | None,
+                eval_fraction: float) -> None:
     _card(out, "coworkenv SFT demonstrations", [
         f"- source: `{db}`" + (f", run `{run}`" if run else ", every run"),
         f"- filters: teacher episodes only: {teachers_only}; score >= {min_score}; safety 1.0; "
@@ -143,7 +155,8 @@ def export_sft(db: Path, out: Path, *, run: str | None = None, min_score: float 
     (out / "stats.json").write_text(json.dumps({"considered": stats.considered,
                                                 "written": stats.written,
                                                 "excluded": dict(stats.excluded)}, indent=2))
-    return stats
+    write_folder_manifest(out, ["train.jsonl", "eval.jsonl", "stats.json", "README.md"],
+                          kind="sft", rows=stats.written)
 
 
 def export_rl(tasks: list[Task], out: Path, *, split_by: SplitBy = "task",
@@ -164,11 +177,14 @@ def export_rl(tasks: list[Task], out: Path, *, split_by: SplitBy = "task",
         rows[_split(key, eval_fraction, frozenset(held_out) if held_out else None)].append({
             "prompt": prompt, "tools": json.dumps(agent_tools(task_toolset(t, tools))),
             "task_id": t.id, "family": t.family, "capabilities": list(t.capabilities)})
-    _write(out, rows)
     stats.written = {k: len(v) for k, v in rows.items()}
-    _card(out, "coworkenv RL prompts", [
-        f"- source: {source}", f"- split by {split_by} ("
-        + (f"held out: {', '.join(held_out)}" if held_out else f"eval fraction {eval_fraction}")
-        + ")",
-        f"- written {stats.written}"])
+    with atomic_folder(out) as tmp:
+        _write(tmp, rows)
+        _card(tmp, "coworkenv RL prompts", [
+            f"- source: {source}", f"- split by {split_by} ("
+            + (f"held out: {', '.join(held_out)}" if held_out else
+               f"eval fraction {eval_fraction}") + ")",
+            f"- written {stats.written}"])
+        write_folder_manifest(tmp, ["train.jsonl", "eval.jsonl", "README.md"], kind="rl",
+                              rows=stats.written)
     return stats

@@ -49,9 +49,13 @@ def prepare_model(model: str, cache: Path | None = None) -> str:
 def _rows(path: Path) -> list[dict[str, Any]]:
     """The demonstrations of an export; rows of held-out tasks (the benchmark's, by id or
     content hash) are refused with :class:`HeldOutError`."""
+    from ..outputs import IncompleteOutputError, check_folder_file
     from ..sim.errors import HeldOutError
     from ..sim.loader import benchmark
 
+    mismatch = check_folder_file(path.parent, path.name)
+    if mismatch is not None:
+        raise IncompleteOutputError(f"{path}: {mismatch}")
     rows = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
     never = benchmark()
     bad = sorted({str(r.get("task_id")) for r in rows
