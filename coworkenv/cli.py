@@ -131,7 +131,7 @@ def _execute(tasks: list[Any], *, agent: str, db: Path, bus_url: str, trials: in
     from .agents import agent_factory, cast_factory, parse_agent
     from .bus import BusError, bus_key, open_bus
     from .sim import ProcessFailedError, RunOptions, new_run_id, run_episodes, run_in_processes
-    from .store import EventStore, Reader
+    from .store import EventStore, LeaseHeldError, Reader
 
     mo = models or ModelOptions()
     try:
@@ -187,6 +187,8 @@ def _execute(tasks: list[Any], *, agent: str, db: Path, bus_url: str, trials: in
                 raise _fail(f"--bus {bus_url}: {exc}", 1) from None
             except ProcessFailedError as exc:
                 raise _fail(f"{exc} (run id {rid})", 1) from None
+            except (LeaseHeldError, RunConfigError) as exc:
+                raise _fail(str(exc)) from None
 
     async def go() -> list[Any]:
         with progress() as bar:
@@ -207,7 +209,21 @@ def _execute(tasks: list[Any], *, agent: str, db: Path, bus_url: str, trials: in
         results = anyio.run(go)
     except BusError as exc:
         raise _fail(f"--bus {bus_url}: {exc}", 1) from None
+    except (LeaseHeldError, RunConfigError) as exc:
+        raise _fail(str(exc)) from None
+    except BaseExceptionGroup as group:  # raised inside the store's task group
+        refused = group.subgroup((LeaseHeldError, RunConfigError))
+        if refused is None:
+            raise
+        raise _fail(str(_first_leaf(refused))) from None
     return rid, results
+
+
+def _first_leaf(group: BaseExceptionGroup[Any]) -> BaseException:
+    exc: BaseException = group
+    while isinstance(exc, BaseExceptionGroup):
+        exc = exc.exceptions[0]
+    return exc
 
 
 def _run_summary(rid: str, db: Path, this_call: int, allow_errors: bool) -> None:

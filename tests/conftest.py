@@ -1,6 +1,13 @@
 from __future__ import annotations
 
+import getpass
 import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
 
 # imported up front: hypothesis's pytest plugin imports it lazily at session end, where
 # CPython 3.11.7 can fail with "AST constructor recursion depth mismatch"
@@ -69,6 +76,42 @@ def seed() -> WorkspaceSeed:
 def broker() -> tuple[str, int]:
     host, _, port = os.environ.get("COWORKENV_TEST_BROKER", "127.0.0.1:1883").partition(":")
     return host, int(port or 1883)
+
+
+MOSQUITTO = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
+
+
+class Broker:
+    """A Mosquitto of our own on a free port, with persistence, that we can stop and start."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.port = free_port()
+        self.conf = workdir / "mosquitto.conf"
+        (workdir / "data").mkdir()
+        self.conf.write_text(
+            # run as whoever starts it (root drops to "mosquitto", which cannot write here)
+            f"user {getpass.getuser()}\n"
+            f"listener {self.port} 127.0.0.1\nallow_anonymous true\npersistence true\n"
+            f"persistence_location {workdir / 'data'}/\nmax_queued_messages 100000\n"
+            f"log_dest file {workdir / 'broker.log'}\n")
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen([MOSQUITTO, "-c", str(self.conf)])
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError("mosquitto did not start")
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.proc is not None:
+            self.proc.send_signal(sig)
+            self.proc.wait(10)
+            self.proc = None
 
 
 def free_port() -> int:

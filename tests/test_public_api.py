@@ -15,6 +15,7 @@ PUBLIC = {
                       "Subscription", "SubscriptionStatistics", "bus_key", "new_id", "open_bus",
                       "topic_matches"],
     "coworkenv.store": ["SCHEMA_VERSION", "EpisodeRecord", "EventRecord", "EventStore",
+                        "LeaseHeldError", "RunLease",
                         "NotFoundError", "Reader", "SchemaError", "StoreClosedError", "StoreError",
                         "WriterSettings", "WriterStatistics", "migrate"],
 }

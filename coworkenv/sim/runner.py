@@ -8,6 +8,7 @@ import gc
 import multiprocessing
 import os
 import re
+import sys
 import threading
 import time
 import zlib
@@ -21,7 +22,7 @@ from typing import Any
 import anyio
 
 from ..bus import Bus
-from ..store import EventStore, Reader
+from ..store import EventStore, Reader, RunLease
 from .actor import Actor
 from .clock import make_clock
 from .episode import EpisodeKernel, EpisodeResult, EpisodeSpec
@@ -104,6 +105,9 @@ async def plan_run(tasks: Sequence[Task], store: EventStore, options: RunOptions
     done: set[tuple[str, int]] = set()
     attempts: dict[tuple[str, int], int] = {}
     if options.resume:
+        await store.flush()
+        with Reader(store) as r:
+            _same_run(r, tasks, options)
         await store.abort_running(options.run_id)
         await store.flush()
         with Reader(store) as r:
@@ -120,6 +124,36 @@ async def plan_run(tasks: Sequence[Task], store: EventStore, options: RunOptions
                                              t.model_dump_json()) for t in tasks])
     return [(t, k, attempts.get((t.id, k), 0))
             for k in range(options.trials) for t in tasks if (t.id, k) not in done]
+
+
+def _same_run(r: Reader, tasks: Sequence[Task], options: RunOptions) -> None:
+    """A resume goes on with the run as it was recorded: the same agent, trials and tasks
+    (by content); anything else would mix two runs under one id."""
+    recorded = r.run_config(options.run_id)
+    if recorded is None:
+        return  # nothing recorded yet: this call starts it
+    agent, config = recorded
+    problems = []
+    if agent != options.agent_name:
+        problems.append(f"agent {options.agent_name!r} (recorded: {agent!r})")
+    if int(config.get("trials") or 1) != options.trials:
+        problems.append(f"trials {options.trials} (recorded: {config.get('trials')})")
+    specs = r.task_specs(options.run_id)
+    ids = [t.id for t in tasks]
+    if sorted(ids) != sorted(config.get("tasks") or specs):
+        extra = sorted(set(ids) - set(config.get("tasks") or specs))
+        missing = sorted(set(config.get("tasks") or specs) - set(ids))
+        problems.append(f"other tasks ({len(extra)} not in the run, e.g. {extra[:3]}; "
+                        f"{len(missing)} of the run missing, e.g. {missing[:3]})")
+    else:
+        changed = [t.id for t in tasks if t.id in specs and
+                   Task.model_validate_json(specs[t.id]).content_hash() != t.content_hash()]
+        if changed:
+            problems.append(f"{len(changed)} task(s) whose content changed since the run "
+                            f"started (e.g. {changed[:3]})")
+    if problems:
+        raise RunConfigError(f"--resume of run {options.run_id!r} with " + "; ".join(problems)
+                             + ": resume with the run's own options, or start a new run")
 
 
 async def run_jobs(jobs: Sequence[Job], *, agent: Callable[[Task], Actor], cast: CastFactory,
@@ -171,11 +205,12 @@ async def run_episodes(tasks: Sequence[Task], *, agent: Callable[[Task], Actor],
 
     A failure inside one episode is recorded on that episode and never stops the others.
     """
-    jobs = await plan_run(tasks, store, options)
-    results = await run_jobs(jobs, agent=agent, cast=cast, bus=bus, store=store,
-                             options=options, on_done=on_done)
-    await store.finish_run(options.run_id)
-    await store.flush()
+    with RunLease(store.path, options.run_id):  # one runner per run
+        jobs = await plan_run(tasks, store, options)
+        results = await run_jobs(jobs, agent=agent, cast=cast, bus=bus, store=store,
+                                 options=options, on_done=on_done)
+        await store.finish_run(options.run_id)
+        await store.flush()
     return results
 
 
@@ -199,18 +234,48 @@ def run_in_processes(tasks: Sequence[Task], *, processes: int, db: str | Path,
     """
     if processes < 1:
         raise ValueError(f"processes: expected at least 1, got {processes}")
+    lease = RunLease(db, options.run_id)  # held by this process; children die with it
 
     async def plan() -> list[Job]:
         async with EventStore(db) as store:
+            lease.acquire(heartbeat=False)  # (started once the children are forked)
             jobs = await plan_run(tasks, store, options)
             await store.flush()
             return jobs
 
-    jobs = anyio.run(plan)
+    try:
+        jobs = anyio.run(plan)
+        return _run_shards(jobs, processes, db, open_bus, agent, cast, options, on_done,
+                           lease.start_heartbeat)
+    finally:
+        lease.release()
+
+
+def _orphan_watch(parent: int, name: str) -> None:
+    """In a child: exit when the parent is gone (it is re-parented), saying so. A child left
+    running would race a ``--resume`` of its run."""
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        print(f"coworkenv: {name}: the parent process {parent} is gone; stopping "
+              "(`--resume` runs what was not finished)", file=sys.stderr, flush=True)
+        os._exit(3)
+
+    threading.Thread(target=watch, name="coworkenv-orphan-watch", daemon=True).start()
+
+
+def _run_shards(jobs: list[Job], processes: int, db: str | Path, open_bus: Callable[[], Bus],
+                agent: Callable[[Task], Actor], cast: CastFactory, options: RunOptions,
+                on_done: Callable[[EpisodeResult], None] | None,
+                forked: Callable[[], None]) -> list[EpisodeResult]:
     shards = [jobs[i::processes] for i in range(processes)]
     ctx = multiprocessing.get_context("fork")
 
+    parent = os.getpid()
+
     def child(shard: list[Job], conn: Connection) -> None:
+        _orphan_watch(parent, multiprocessing.current_process().name)
+
         async def go() -> None:
             async with open_bus() as bus, EventStore(db) as store:
                 await run_jobs(shard, agent=agent, cast=cast, bus=bus, store=store,
@@ -232,6 +297,7 @@ def run_in_processes(tasks: Sequence[Task], *, processes: int, db: str | Path,
             w.close()
             procs.append(p)
             readers[r] = p
+    forked()
     results: list[EpisodeResult] = []
     expected = len(jobs) - len(shards[0])
     got = 0

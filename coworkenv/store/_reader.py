@@ -84,9 +84,18 @@ class Reader:
         return EpisodeRecord.from_row(row)
 
     def completed_trials(self, run_id: str) -> set[tuple[str, int]]:
+        """The (task, trial) pairs of a run that are final: completed, or failed at the agent
+        boundary (the agent's own failure is its result). Failures of the infrastructure
+        (the bus, a process, the simulator) are not: ``--resume`` runs them again."""
         return {(r[0], r[1]) for r in self.conn.execute(
-            "SELECT task_id, trial FROM episodes WHERE run_id=? AND status IN "
-            "('completed', 'failed')", (run_id,))}
+            "SELECT task_id, trial FROM episodes WHERE run_id=? AND (status = 'completed' OR "
+            "(status = 'failed' AND failure_boundary = 'agent'))", (run_id,))}
+
+    def run_config(self, run_id: str) -> tuple[str, dict[str, Any]] | None:
+        """A run's agent and recorded configuration (None when the run is not here)."""
+        row = self.conn.execute("SELECT agent, config FROM runs WHERE run_id=?",
+                                (run_id,)).fetchone()
+        return None if row is None else (row[0], json.loads(row[1]))
 
     def next_attempt(self, run_id: str, task_id: str, trial: int) -> int:
         row = self.conn.execute(

@@ -112,6 +112,17 @@ MIGRATIONS: list[str] = [
     ALTER TABLE events_v3 RENAME TO events;
     CREATE UNIQUE INDEX events_episode_seq ON events(episode_id, seq);
     """,
+    # 4: one runner per run: who runs it, and when it last said it was alive
+    """
+    CREATE TABLE leases (
+        run_id      TEXT PRIMARY KEY,
+        owner       TEXT NOT NULL,
+        pid         INTEGER NOT NULL,
+        host        TEXT NOT NULL,
+        acquired_at REAL NOT NULL,
+        heartbeat   REAL NOT NULL
+    ) WITHOUT ROWID;
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -3,7 +3,8 @@
     StoreError
     ├── SchemaError        the file's schema is newer than this code, or not a coworkenv store
     ├── StoreClosedError   a write after the store was closed, or after its writer failed
-    └── NotFoundError      a run or episode id that is not in the file
+    ├── NotFoundError      a run or episode id that is not in the file
+    └── LeaseHeldError     another live runner holds the run
 """
 
 from __future__ import annotations
@@ -23,3 +24,7 @@ class StoreClosedError(StoreError):
 
 class NotFoundError(StoreError):
     pass
+
+
+class LeaseHeldError(StoreError):
+    """Another runner holds the run's lease and is alive (its heartbeat is fresh)."""

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import getpass
 import json
-import shutil
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -18,45 +15,9 @@ import pytest
 
 from coworkenv.bus import BusConnectionError, Envelope, MqttBus
 
-from ..conftest import free_port
+from ..conftest import Broker, free_port
 
 pytestmark = [pytest.mark.anyio, pytest.mark.mqtt, pytest.mark.slow]
-
-MOSQUITTO = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
-
-
-class Broker:
-    """A Mosquitto of our own on a free port, with persistence, that we can stop and start."""
-
-    def __init__(self, workdir: Path) -> None:
-        self.port = free_port()
-        self.conf = workdir / "mosquitto.conf"
-        (workdir / "data").mkdir()
-        self.conf.write_text(
-            # run as whoever starts it (root drops to "mosquitto", which cannot write here)
-            f"user {getpass.getuser()}\n"
-            f"listener {self.port} 127.0.0.1\nallow_anonymous true\npersistence true\n"
-            f"persistence_location {workdir / 'data'}/\nmax_queued_messages 100000\n"
-            f"log_dest file {workdir / 'broker.log'}\n")
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        self.proc = subprocess.Popen([MOSQUITTO, "-c", str(self.conf)])
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
-                return
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError("mosquitto did not start")
-
-    def stop(self, sig: int = signal.SIGTERM) -> None:
-        if self.proc is not None:
-            self.proc.send_signal(sig)
-            self.proc.wait(10)
-            self.proc = None
-
 
 @pytest.fixture
 def own_broker(tmp_path: Path) -> Iterator[Broker]:
