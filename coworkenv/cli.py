@@ -646,6 +646,7 @@ def validate(
     from rich.markup import escape
     from rich.progress import Progress
 
+    from .outputs import atomic_file
     from .sim import TaskFileError
     from .sim.loader import read_task_items, task_files
     from .synth import Rejection, Report, validate_task_async
@@ -681,7 +682,8 @@ def validate(
         _mutation_table(reports)
     if as_json is not None:
         as_json.parent.mkdir(parents=True, exist_ok=True)
-        as_json.write_text(json.dumps([r.to_json() for r in reports], indent=2))
+        with atomic_file(as_json) as out:
+            out.write(json.dumps([r.to_json() for r in reports], indent=2))
     console.print(f"{len(reports) - bad} of {len(reports)} task(s) valid")
     if bad:
         raise typer.Exit(1)
@@ -1010,6 +1012,7 @@ def eval_(
 ) -> None:
     """Report scores per set of tasks, workflow family and capability (table, JSON, PNG),
     with 95% bootstrap intervals (tasks resampled with their trials)."""
+    from .outputs import atomic_file
     from .sim.report import chart, summarize, task_sets
     from .sim.report import compare as compare_runs
 
@@ -1029,7 +1032,8 @@ def eval_(
             _compare_table(compare, diff)
             dest = (out or db.parent) / f"compare-{compare[0]}-{compare[1]}.json"
             dest.parent.mkdir(parents=True, exist_ok=True)
-            dest.write_text(json.dumps(diff, indent=2))
+            with atomic_file(dest) as f:
+                f.write(json.dumps(diff, indent=2))
             console.print(f"wrote {dest}")
             return
         rid = run_id or reader.latest_run()
@@ -1055,8 +1059,8 @@ def eval_(
     console.print(f"overall: {_overall_line(o)}", highlight=False)
     folder = out or db.parent
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"eval-{rid}.json").write_text(json.dumps({"run": rid, **summary,
-                                                         "episodes": rows}, indent=2))
+    with atomic_file(folder / f"eval-{rid}.json") as f:
+        f.write(json.dumps({"run": rid, **summary, "episodes": rows}, indent=2))
     chart(summary, folder / f"eval-{rid}.png", rid)
     console.print(f"wrote {folder / f'eval-{rid}.json'} and {folder / f'eval-{rid}.png'}")
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,16 +87,19 @@ def _authorizer(action: int, *_: Any) -> int:
 
 
 _TEMPLATE: sqlite3.Connection | None = None
+_TEMPLATE_LOCK = threading.Lock()
 
 
 def projection_db(state: WorkspaceState) -> sqlite3.Connection:
     """The projection as SQLite tables, in memory, then locked read-only."""
     global _TEMPLATE
-    if _TEMPLATE is None:  # parsing the schema once and copying it is 10x faster
-        _TEMPLATE = sqlite3.connect(":memory:", check_same_thread=False)
-        _TEMPLATE.executescript(SCHEMA)
     db = sqlite3.connect(":memory:")
-    _TEMPLATE.backup(db)
+    with _TEMPLATE_LOCK:  # (episodes with SQL checks are graded in worker threads)
+        if _TEMPLATE is None:  # parsing the schema once and copying it is 10x faster
+            template = sqlite3.connect(":memory:", check_same_thread=False)
+            template.executescript(SCHEMA)
+            _TEMPLATE = template
+        _TEMPLATE.backup(db)
     ins = db.executemany
     ins("INSERT INTO people VALUES (?,?,?,?,?,?,?,?)", [
         (p.id, p.name, p.email, p.role, p.team, p.manager, p.timezone, int(p.external))

@@ -29,7 +29,7 @@ from .clock import Clock, VirtualClock
 from .errors import Boundary, EpisodeFailure
 from .grading import Grade, GradeWeights, grade
 from .services import ToolService, World
-from .task import Task, clock_minutes, task_toolset
+from .task import SqlCheck, Task, clock_minutes, task_toolset
 
 AGENT_ACTIONS = frozenset({"tool_call", "message", "finish"})
 _INSTANT = frozenset({"tools", "world"})
@@ -154,6 +154,9 @@ class EpisodeKernel:
         """Called with the kernel after each delivery (the episode is quiescent then)."""
         self.hash_state = True
         """Hash the final workspace (forks, which only the grade is wanted of, skip it)."""
+        self.grade_off_loop = any(isinstance(c, SqlCheck) for c in spec.task.checks)
+        """Grade in a worker thread (tasks with SQL checks, whose queries may take their whole
+        step budget), so one episode's grading never holds up the others on the loop."""
         self._rng_states: dict[str, Any] | None = None
 
     def fork(self, spec: EpisodeSpec, agent: Actor) -> EpisodeKernel:
@@ -189,6 +192,7 @@ class EpisodeKernel:
         new._rng_states = states  # the new kernel's contexts start from these
         new.on_quiet = None
         new.hash_state = False
+        new.grade_off_loop = False
         return new
 
     async def resume(self) -> EpisodeResult:
@@ -372,7 +376,11 @@ class EpisodeKernel:
         g: Grade | None = None
         if self._failure is None:
             try:
-                g = grade(task, self.state, self.events, self.weights)
+                if self.grade_off_loop:  # (the state and events no longer change)
+                    g = await anyio.to_thread.run_sync(grade, task, self.state, self.events,
+                                                       self.weights)
+                else:
+                    g = grade(task, self.state, self.events, self.weights)
             except Exception as exc:
                 self._failure = ("grading", f"{type(exc).__name__}: {exc}")
         checks = g.checks if g else []

@@ -8,6 +8,7 @@ from pathlib import Path
 from statistics import mean
 from typing import Any
 
+from ..outputs import atomic_file
 from ..store import EventStore, Reader
 from .episode import save_grade
 from .grading import GradeWeights, pass_at_k, pass_hat_k, pass_hat_k_power, regrade
@@ -201,7 +202,8 @@ def chart(summary: dict[str, Any], path: Path, title: str) -> None:
     fig.suptitle(f"{title} (k={k})")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    with atomic_file(path, "wb") as f:
+        fig.savefig(f, dpi=110, format="png")
     plt.close(fig)
 
 

@@ -364,6 +364,7 @@ def solo_kernel(task: Task, agent: Any, bus: Bus, name: str,
     k = EpisodeKernel(_spec(task, name, seed), bus=bus, store=None, agent=agent,
                       cast=scripted_cast(task), clock=VirtualClock())
     k.hash_state = False
+    k.grade_off_loop = False  # (one episode at a time: nothing to hold up)
     return k
 
 

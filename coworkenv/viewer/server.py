@@ -23,6 +23,31 @@ from ..store import NotFoundError, Reader
 from . import api
 
 
+def _int(q: dict[str, str], name: str, default: int, lo: int, hi: int) -> int:
+    """A query parameter as an integer within [lo, hi] (a 400 otherwise, never a SQLite
+    overflow that drops the connection)."""
+    raw = q.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"{name}: expected an integer, got {raw[:40]!r}") from None
+    if not lo <= value <= hi:
+        raise ValueError(f"{name}: expected {lo}..{hi}, got {raw[:40]}")
+    return value
+
+
+def _seq(raw: str) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"seq: expected an integer, got {raw[:40]!r}") from None
+    if not 0 <= value < 2**62:
+        raise ValueError(f"seq: expected 0..2^62, got {raw[:40]}")
+    return value
+
+
 def _flag(v: str | None) -> bool | None:
     if v in (None, "", "any"):
         return None
@@ -99,19 +124,20 @@ class _Handler(BaseHTTPRequestHandler):
                 r, run=q.get("run") or None, family=q.get("family") or None,
                 capability=q.get("capability") or None, passed=_flag(q.get("passed")),
                 safety_violation=_flag(q.get("safety_violation")),
-                limit=min(int(q.get("limit", 50)), 500), offset=int(q.get("offset", 0))),
+                limit=_int(q, "limit", 50, 1, 500), offset=_int(q, "offset", 0, 0, 2**62)),
         }
         key = (parts[0], len(parts)) if parts else ("", 0)
         if key in routes:
             return routes[key]()
         if parts[0] == "episodes" and len(parts) >= 2:
             eid = parts[1]
+            r.episode(eid)  # an unknown episode is a 404 on every route
             if len(parts) == 2:
                 return api.timeline(r, eid)
             if parts[2] == "events" and len(parts) == 4:
-                return api.event(r, eid, int(parts[3]))
+                return api.event(r, eid, _seq(parts[3]))
             if parts[2] == "state" and len(parts) == 3:
-                return api.state_at(r, eid, int(q.get("at", "0")))
+                return api.state_at(r, eid, _int(q, "at", 0, 0, 2**62))
             if parts[2] == "conversation" and len(parts) == 3:
                 return api.conversation(r, eid)
         raise KeyError(f"no API route /{'/'.join(parts)}")

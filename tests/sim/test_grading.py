@@ -194,3 +194,17 @@ def test_check_sql_is_bounded(tmp_path: Path) -> None:
     r = validate_task(bad.model_dump(mode="json"))
     assert {x.where for x in r.rejections if x.rule == "check_sql"} == {
         f"checks[{len(t.checks)}].query", f"checks[{len(t.checks) + 1}].query"}
+
+
+def test_one_episodes_heavy_grading_does_not_hold_up_the_others(tmp_path: Path) -> None:
+    """An episode whose checks each take their whole step budget is graded off the event
+    loop: a longer episode started beside it still finishes first."""
+    heavy_task = task("triage-laptop")
+    join = ("SELECT count(*) FROM people a, people b, people c, people d, people e, people f, "
+            "people g, people h, people i, people j")
+    heavy = heavy_task.model_copy(update={"id": "heavy", "checks": [*heavy_task.checks, *[
+        SqlCheck(id=f"heavy-{i}", query=join, expect=[[1]]) for i in range(40)]]})
+    light = task("approval-expense-filing")
+    results = run_sync([heavy, light], tmp_path / "h.db", concurrency=2)
+    assert [r.task_id for r in results] == [light.id, heavy.id]
+    assert all(r.status == "completed" for r in results)

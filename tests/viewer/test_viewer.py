@@ -78,6 +78,25 @@ def test_api_lists_filters_and_time_travels(viewer: tuple[str, Path]) -> None:
     assert err.value.code == 404
 
 
+def test_bad_parameters_are_client_errors_not_dropped_connections(
+        viewer: tuple[str, Path]) -> None:
+    """limit=-1 is not "everything past the cap", integers past SQLite's range are a 400
+    (not a dropped connection), and an unknown episode is a 404 on every route."""
+    base, db = viewer
+    with Reader(db) as r:
+        ep = quote(r.episodes()[0].episode_id)
+    for path, code in (("/api/episodes?limit=-1", 400), ("/api/episodes?limit=501", 400),
+                       (f"/api/episodes?offset={2**63}", 400), ("/api/episodes?limit=x", 400),
+                       (f"/api/episodes/{ep}/events/{2**63}", 400),
+                       (f"/api/episodes/{ep}/state?at={2**64}", 400),
+                       ("/api/episodes/nope/state", 404), ("/api/episodes/nope/conversation", 404),
+                       ("/api/episodes/nope/events/1", 404)):
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(base + path, timeout=5)
+        assert err.value.code == code, path
+    assert len(get(base, "/api/episodes?limit=500")["items"]) <= 500  # type: ignore[index]
+
+
 def test_viewer_binds_loopback_only(viewer: tuple[str, Path]) -> None:
     assert viewer[0].startswith("http://127.0.0.1:")
 
