@@ -160,19 +160,44 @@ async def run_jobs(jobs: Sequence[Job], *, agent: Callable[[Task], Actor], cast:
                    bus: Bus, store: EventStore, options: RunOptions,
                    on_done: Callable[[EpisodeResult], None] | None = None,
                    ) -> list[EpisodeResult]:
-    """Run the given (task, trial, attempt) jobs, ``options.concurrency`` at a time."""
+    """Run the given (task, trial, attempt) jobs, ``options.concurrency`` at a time.
+
+    ``on_done`` hears of an episode only once its records are committed (a progress bar
+    counts durable episodes; a crash right after loses nothing that was reported): finished
+    episodes wait for the writer's next commit, and are reported together after it."""
     results: list[EpisodeResult] = []
     queue = iter(jobs)
+    finished: list[EpisodeResult] = []
+    wake = anyio.Event()
+    running = max(1, min(options.concurrency, len(jobs)))
 
     async def worker() -> None:
-        for task, trial, first_attempt in queue:  # workers share one iterator
-            for attempt in range(first_attempt, first_attempt + options.max_attempts):
-                result = await one(task, trial, attempt)
-                if not result.retryable:
-                    break
-            results.append(result)
-            if on_done is not None:
-                on_done(result)
+        nonlocal wake, running
+        try:
+            for task, trial, first_attempt in queue:  # workers share one iterator
+                for attempt in range(first_attempt, first_attempt + options.max_attempts):
+                    result = await one(task, trial, attempt)
+                    if not result.retryable:
+                        break
+                results.append(result)
+                finished.append(result)
+                wake.set()
+        finally:
+            running -= 1
+            wake.set()
+
+    async def reporter() -> None:
+        nonlocal wake, finished
+        assert on_done is not None
+        while running or finished:
+            await wake.wait()
+            wake = anyio.Event()
+            if not finished:
+                continue
+            batch, finished = finished, []
+            await store.flush()  # everything these episodes wrote is committed now
+            for r in batch:
+                on_done(r)
 
     async def one(task: Task, trial: int, attempt: int) -> EpisodeResult:
         seed = episode_seed(task.id, trial)
@@ -192,7 +217,9 @@ async def run_jobs(jobs: Sequence[Job], *, agent: Callable[[Task], Actor], cast:
 
     with tuned_gc(options.tune_gc):
         async with anyio.create_task_group() as tg:
-            for i in range(max(1, min(options.concurrency, len(jobs)))):
+            if on_done is not None:
+                tg.start_soon(reporter, name="episode-reporter")
+            for i in range(running):
                 tg.start_soon(worker, name=f"episode-worker-{i}")
     return results
 

@@ -27,9 +27,10 @@ from coworkenv.sim import (
     builtin_tasks,
     events_hash,
     parse_task,
+    run_episodes,
     run_in_processes,
 )
-from coworkenv.store import Reader
+from coworkenv.store import EventStore, Reader
 from coworkenv.workspace import replay_events
 
 from .conftest import run_sync
@@ -339,3 +340,31 @@ def test_per_family_takes_the_first_tasks_of_each_family(tmp_path: Path) -> None
     with sqlite3.connect(db) as c:
         got = c.execute("SELECT family, task_id FROM episodes ORDER BY family, task_id").fetchall()
     assert sorted(got) == sorted((f, i) for f, ids in expected.items() for i in ids)
+
+
+def test_an_episode_is_reported_done_only_once_it_is_committed(tmp_path: Path) -> None:
+    """What a progress bar (or a parent process) is told is done is in the database: each
+    reported episode is read back, from another connection, at the moment it is reported."""
+    import sqlite3 as _sqlite3
+
+    db = tmp_path / "durable.db"
+    unseen: list[str] = []
+    reported: list[str] = []
+
+    def check(r: Any) -> None:
+        reported.append(r.episode_id)
+        with _sqlite3.connect(db) as c:
+            row = c.execute("SELECT status, event_count, (SELECT count(*) FROM events v WHERE "
+                            "v.episode_id = e.episode_id) FROM episodes e WHERE episode_id=?",
+                            (r.episode_id,)).fetchone()
+        if row is None or row[0] != "completed" or row[1] != row[2]:
+            unseen.append(r.episode_id)
+
+    async def go() -> None:
+        async with MemoryBus("t") as bus, EventStore(db) as store:
+            await run_episodes(builtin_tasks(), agent=agent_factory("oracle"),
+                               cast=scripted_cast, bus=bus, store=store,
+                               options=RunOptions("d1", "oracle", 5, 32), on_done=check)
+
+    anyio.run(go)
+    assert len(reported) == 5 * len(builtin_tasks()) and not unseen
