@@ -195,6 +195,27 @@ def test_permissions(seed: WorkspaceSeed) -> None:
                                 "end": "2026-03-02T14:30:00Z"}]
 
 
+def test_a_queued_ticket_is_changed_only_by_its_people(seed: WorkspaceSeed) -> None:
+    """Once a ticket is in a queue, its status, priority, queue and fields are changed by its
+    reporter, its assignee or the queue's members (as documents by those they are shared
+    with); before, anyone in the company may triage it."""
+    data = seed.model_dump()
+    data["queues"] = [{"id": "q-it", "name": "IT", "members": ["carol"]}]
+    state = WorkspaceSeed.model_validate(data).build()
+    assert execute_tool(state, "bob", "tickets_update",
+                        {"ticket_id": "T1", "priority": "high"}, NOW).ok  # triage
+    assert execute_tool(state, "bob", "tickets_update",
+                        {"ticket_id": "T1", "queue": "q-it"}, NOW).ok
+    refused = execute_tool(state, "dana", "tickets_update",
+                           {"ticket_id": "T1", "status": "closed"}, NOW)
+    assert refused.observation["error"]["code"] == "forbidden"
+    assert refused.observation["error"]["field"] == "ticket_id"
+    assert execute_tool(state, "carol", "tickets_update",
+                        {"ticket_id": "T1", "status": "in_progress"}, NOW).ok  # a member
+    assert execute_tool(state, "dana", "tickets_comment",
+                        {"ticket_id": "T1", "text": "any news?"}, NOW).ok  # still may comment
+
+
 def test_notifications_reach_recipients(seed: WorkspaceSeed) -> None:
     state = seed.build()
     out = execute_tool(state, "agent", "email_send",

@@ -164,6 +164,10 @@ def tickets_update(ctx: ToolContext, a: UpdateTicketArgs) -> dict[str, Any]:
     t = _ticket(ctx, a.ticket_id)
     if a.status is None and a.priority is None and a.queue is None and not a.fields:
         raise ToolError("invalid_arguments", "give status, priority, queue or fields", "status")
+    owned = ctx.state.queues.get(t.queue or "")
+    if owned is not None and ctx.actor not in (t.reporter, t.assignee, *owned.members):
+        raise ToolError("forbidden", f"ticket {t.id} is in queue {owned.id}: only its reporter, "
+                        f"its assignee or the queue's members may change it", "ticket_id")
     q = _queue(ctx, a.queue) if a.queue else ctx.state.queues.get(t.queue or "")
     fields = _typed(q, a.fields, t.fields)
     allowed = q.transitions if q is not None and q.transitions is not None else _ALLOWED
