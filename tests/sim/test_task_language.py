@@ -247,7 +247,8 @@ GROUP = {"id": "g-fin", "name": "Finance", "email": "finance@acme.test", "kind":
          "members": ["leo", "nina"]}
 QUEUE = {"id": "q-exp", "name": "Expenses", "fields": {"amount": "number"},
          "required": ["amount"], "transitions": {"open": ["in_progress"],
-                                                 "in_progress": ["resolved"]}}
+                                                 "in_progress": ["resolved"]},
+         "members": ["assistant"]}  # (the agent works this queue)
 
 
 def test_mail_to_a_group_reaches_its_members_and_checks_find_it(tmp_path: Path) -> None:
