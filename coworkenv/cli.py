@@ -14,14 +14,26 @@ from rich.console import Console
 from rich.markup import escape
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  context_settings={"help_option_names": ["-h", "--help"]},
                   help="Synthesize, run, grade and export training environments for coworker "
                        "agents.")
 console = Console(width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True, soft_wrap=True)
 
 
+def _version(value: bool) -> None:
+    if value:
+        from . import __version__
+
+        console.print(f"coworkenv {__version__}", highlight=False)
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="Print the version and exit")] = False,
+) -> None:
     """coworkenv: workspace simulator for training coworker agents."""
 
 
