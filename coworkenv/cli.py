@@ -181,7 +181,8 @@ def _execute(tasks: list[Any], *, agent: str, db: Path, bus_url: str, trials: in
                           FaultPlan(rate=faults) if faults else None, tools=mo.tools)
     except RunConfigError as exc:
         raise _fail(f"--run-id: {exc}") from None
-    total = len(tasks) * trials
+    left = _announce_resume(db, rid, tasks, trials, agent) if resume and db.exists() else None
+    total = len(tasks) * trials if left is None else left  # (a resume: what is left)
 
     def progress() -> Any:
         return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -229,6 +230,34 @@ def _execute(tasks: list[Any], *, agent: str, db: Path, bus_url: str, trials: in
             raise
         raise _fail(str(_first_leaf(refused))) from None
     return rid, results
+
+
+def _announce_resume(db: Path, rid: str, tasks: list[Any], trials: int,
+                     agent: str) -> int | None:
+    """Say what a resume will do before it does it (when it goes on with the run as
+    recorded; a conflicting one is refused when it is planned); the pairs left to run."""
+    from .store import Reader, RunLease
+
+    if RunLease(db, rid).holder() is not None:
+        return None  # (refused when it starts: another runner has the run)
+    with Reader(db) as r:
+        recorded = r.run_config(rid)
+        if recorded is None:
+            err.print(f"--resume: run {rid} is not in {db}; starting it", highlight=False)
+            return None
+        rec_agent, config = recorded
+        if rec_agent != agent or int(config.get("trials") or 1) != trials:
+            return None
+        done = r.completed_trials(rid)
+    pairs = {(t.id, k) for t in tasks for k in range(trials)}
+    left = len(pairs - done)
+    if left == 0:
+        err.print(f"run {rid} is finished: all {len(pairs)} (task, trial) pairs are recorded; "
+                  "nothing to resume", highlight=False)
+    else:
+        err.print(f"resuming run {rid}: {len(pairs) - left} of {len(pairs)} (task, trial) "
+                  f"pairs recorded, {left} to run", highlight=False)
+    return left
 
 
 def _first_leaf(group: BaseExceptionGroup[Any]) -> BaseException:
@@ -375,7 +404,7 @@ def run(
                                                 cast_base_url, model_timeout, model_concurrency,
                                                 max_tokens, _toolset(tools)),
                             processes=processes)
-    if not quiet:
+    if not quiet and results:
         _table(results, loaded, f"{rid} -> {db}")
     _run_summary(rid, db, len(results), allow_errors)
 

@@ -58,6 +58,23 @@ class RunLease:
             conn.execute(p)
         return conn
 
+    def holder(self) -> str | None:
+        """Who holds the run now, if a live runner does ("process P on HOST"), else None."""
+        if not self.enabled:
+            return None
+        conn = self._connect()
+        try:
+            row = conn.execute("SELECT owner, pid, host, heartbeat FROM leases WHERE run_id=?",
+                               (self.run_id,)).fetchone()
+        except sqlite3.OperationalError:
+            return None  # (an older store without leases)
+        finally:
+            conn.close()
+        if row is None or row[0] == self.owner or time.time() - row[3] >= self.ttl \
+                or not _alive(int(row[1]), str(row[2])):
+            return None
+        return f"process {row[1]} on {row[2]}"
+
     def acquire(self, *, heartbeat: bool = True) -> None:
         """Take the lease (or raise :class:`LeaseHeldError`); ``heartbeat=False`` leaves the
         heartbeat thread to :meth:`start_heartbeat` (a process about to fork starts it after,

@@ -140,3 +140,21 @@ def test_a_lost_broker_fails_episodes_that_resume_runs_again(tmp_path: Path) -> 
         _once_each(db, "B", 30)
     finally:
         broker.stop(signal.SIGKILL)
+
+
+def test_resume_says_what_it_will_do(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    base = [*CLI, "run", "--tasks", "examples/tasks", "--db", str(db), "--run-id", "S"]
+    assert subprocess.run([*base, "--quiet"], cwd=ROOT, capture_output=True,
+                          timeout=120).returncode == 0
+    with sqlite3.connect(db) as c:  # as if three had failed in the simulator (not final)
+        c.execute("UPDATE episodes SET status='failed', failure_boundary='runtime' WHERE "
+                  "rowid IN (SELECT rowid FROM episodes LIMIT 3)")
+    res = subprocess.run([*base, "--resume"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert f"resuming run S: {N - 3} of {N} (task, trial) pairs recorded, 3 to run" in res.stderr
+    done = subprocess.run([*base, "--resume"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0 and "run S is finished" in done.stderr, done.stderr
+    assert "0 episode(s) this call" in done.stdout and "score 1.000" in done.stdout
