@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -181,12 +182,25 @@ def _execute(tasks: list[Any], *, agent: str, db: Path, bus_url: str, trials: in
                           FaultPlan(rate=faults) if faults else None, tools=mo.tools)
     except RunConfigError as exc:
         raise _fail(f"--run-id: {exc}") from None
-    left = _announce_resume(db, rid, tasks, trials, agent) if resume and db.exists() else None
-    total = len(tasks) * trials if left is None else left  # (a resume: what is left)
+    total = len(tasks) * trials
 
     def progress() -> Any:
         return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TimeElapsedColumn(), console=err, disable=quiet, transient=False)
+
+    def planned(bar: Any, job: Any) -> Callable[[int, int], None]:
+        """The bar counts what this call runs; a resume says what it will do first."""
+        def on_plan(scheduled: int, todo: int) -> None:
+            bar.update(job, total=todo)
+            if not resume:
+                return
+            if todo == 0:
+                err.print(f"run {rid} is finished: all {scheduled} (task, trial) pairs are "
+                          "recorded; nothing to resume", highlight=False)
+            else:
+                err.print(f"resuming run {rid}: {scheduled - todo} of {scheduled} (task, trial) "
+                          f"pairs recorded, {todo} to run", highlight=False)
+        return on_plan
 
     if processes > 1:
         with progress() as bar:
@@ -195,7 +209,7 @@ def _execute(tasks: list[Any], *, agent: str, db: Path, bus_url: str, trials: in
                 return rid, run_in_processes(
                     tasks, processes=processes, db=db, open_bus=lambda: open_bus(bus_url),
                     agent=make_agent, cast=make_cast, options=opts,
-                    on_done=lambda r: bar.advance(job))
+                    on_done=lambda r: bar.advance(job), on_plan=planned(bar, job))
             except BusError as exc:
                 raise _fail(f"--bus {bus_url}: {exc}", 1) from None
             except ProcessFailedError as exc:
@@ -210,13 +224,15 @@ def _execute(tasks: list[Any], *, agent: str, db: Path, bus_url: str, trials: in
                 if spec.kind != "remote":
                     return await run_episodes(tasks, agent=make_agent, cast=make_cast, bus=bus,
                                               store=store, options=opts,
-                                              on_done=lambda r: bar.advance(job))
+                                              on_done=lambda r: bar.advance(job),
+                                              on_plan=planned(bar, job))
                 from .agents.remote import RemoteAgentProxy, RemotePool
 
                 async with RemotePool(bus) as pool:
                     return await run_episodes(tasks, agent=lambda t: RemoteAgentProxy(pool, t),
                                               cast=make_cast, bus=bus, store=store,
-                                              options=opts, on_done=lambda r: bar.advance(job))
+                                              options=opts, on_done=lambda r: bar.advance(job),
+                                              on_plan=planned(bar, job))
 
     try:
         results = anyio.run(go)
@@ -230,34 +246,6 @@ def _execute(tasks: list[Any], *, agent: str, db: Path, bus_url: str, trials: in
             raise
         raise _fail(str(_first_leaf(refused))) from None
     return rid, results
-
-
-def _announce_resume(db: Path, rid: str, tasks: list[Any], trials: int,
-                     agent: str) -> int | None:
-    """Say what a resume will do before it does it (when it goes on with the run as
-    recorded; a conflicting one is refused when it is planned); the pairs left to run."""
-    from .store import Reader, RunLease
-
-    if RunLease(db, rid).holder() is not None:
-        return None  # (refused when it starts: another runner has the run)
-    with Reader(db) as r:
-        recorded = r.run_config(rid)
-        if recorded is None:
-            err.print(f"--resume: run {rid} is not in {db}; starting it", highlight=False)
-            return None
-        rec_agent, config = recorded
-        if rec_agent != agent or int(config.get("trials") or 1) != trials:
-            return None
-        done = r.completed_trials(rid)
-    pairs = {(t.id, k) for t in tasks for k in range(trials)}
-    left = len(pairs - done)
-    if left == 0:
-        err.print(f"run {rid} is finished: all {len(pairs)} (task, trial) pairs are recorded; "
-                  "nothing to resume", highlight=False)
-    else:
-        err.print(f"resuming run {rid}: {len(pairs) - left} of {len(pairs)} (task, trial) "
-                  f"pairs recorded, {left} to run", highlight=False)
-    return left
 
 
 def _first_leaf(group: BaseExceptionGroup[Any]) -> BaseException:

@@ -184,7 +184,7 @@ class EpisodeKernel:
         new.actors = {"agent": agent, **cast, "tools": new.tools, "world": self.actors["world"]}
         # a snapshot (never run itself) is forked once per mutant: its random states are
         # read once; a live episode's are read each time
-        cached: dict[str, Any] | None = getattr(self, "_rng_states", None)
+        cached = self._rng_states
         states = cached if cached is not None and self.on_quiet is None else {
             name: ctx.rng_state() for name, ctx in self._contexts.items()}
         new._contexts = {name: ctx.copy_for(new, states[name])
@@ -199,13 +199,17 @@ class EpisodeKernel:
         """Run a forked episode to its end, from where it was forked."""
         t0 = time.perf_counter()
         try:
-            topic = self.bus.topic(self.spec.run_id, self.spec.episode_id, "+")
-            with self.bus.watch_rejections(topic, self._refused):
-                async with self.bus.subscribe(topic, max_buffer=64) as self._inbox:
-                    await self._loop()
+            await self._serve()
         except Exception as exc:
             self._fail("runtime", exc)
         return await self._finish(time.perf_counter() - t0)
+
+    async def _serve(self) -> None:
+        """Deliver until the episode stops, on its own topics (refused traffic recorded)."""
+        topic = self.bus.topic(self.spec.run_id, self.spec.episode_id, "+")
+        with self.bus.watch_rejections(topic, self._refused):
+            async with self.bus.subscribe(topic, max_buffer=64) as self._inbox:
+                await self._loop()
 
     # the Kernel protocol for contexts ---------------------------------------------------
     @property
@@ -286,10 +290,7 @@ class EpisodeKernel:
             self.on_quiet(self)  # (before the first delivery, too)
         try:
             with anyio.move_on_after(task.limits.wall_timeout_s) as scope:
-                topic = self.bus.topic(spec.run_id, spec.episode_id, "+")
-                with self.bus.watch_rejections(topic, self._refused):
-                    async with self.bus.subscribe(topic, max_buffer=64) as self._inbox:
-                        await self._loop()
+                await self._serve()
             if scope.cancelled_caught:
                 self._stop = "wall_timeout"
         except Exception as exc:  # a bug in the kernel or transport: the episode fails alone

@@ -116,6 +116,17 @@ class InputLimits:
                    int(env.get("COWORKENV_MAX_TASK_DEPTH", d.max_depth)))
 
 
+def _not_unicode(text: str) -> str | None:
+    """Why ``text`` is not valid Unicode (a lone surrogate), or None."""
+    if text.isascii():
+        return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return exc.reason
+    return None
+
+
 def _check_shape(data: Any, limits: InputLimits) -> str | None:
     """Why ``data`` is out of bounds (too many values, too deep, a string that is not valid
     Unicode), or None. Shared values (YAML aliases) count each time they are used."""
@@ -130,19 +141,15 @@ def _check_shape(data: Any, limits: InputLimits) -> str | None:
         if depth > limits.max_depth:
             return f"nested more than {limits.max_depth} levels at {where or 'the top'}"
         if isinstance(value, str):
-            if not value.isascii():
-                try:
-                    value.encode("utf-8")
-                except UnicodeEncodeError as exc:
-                    return f"{where or 'a value'}: not valid Unicode ({exc.reason})"
+            why = _not_unicode(value)
+            if why is not None:
+                return f"{where or 'a value'}: not valid Unicode ({why})"
         elif isinstance(value, dict):
             for k, v in value.items():
                 key = str(k)
-                if not key.isascii():
-                    try:
-                        key.encode("utf-8")
-                    except UnicodeEncodeError as exc:
-                        return f"{where or 'a key'}: a key that is not valid Unicode ({exc.reason})"
+                why = _not_unicode(key)
+                if why is not None:
+                    return f"{where or 'a key'}: a key that is not valid Unicode ({why})"
                 stack.append((v, depth + 1, f"{where}.{key[:40]}" if where else key[:40]))
         elif isinstance(value, list):
             stack.extend((v, depth + 1, f"{where}[{i}]") for i, v in enumerate(value))

@@ -29,6 +29,14 @@ def outcome(row: dict[str, Any]) -> str:
     return "missing"
 
 
+def _value(row: dict[str, Any], kind: str, key: str) -> float:
+    """A scheduled episode's value for ``key`` (``pass_rate``: 1 if it passed): 0 unless it
+    was graded (invariant 9)."""
+    if kind != "graded":
+        return 0.0
+    return (1.0 if row["passed"] else 0.0) if key == "pass_rate" else float(row[key])
+
+
 def _stats(rows: list[dict[str, Any]], k: int | None) -> dict[str, Any]:
     """Over every scheduled episode: one that failed at the agent boundary, that failed in
     the simulator or that never ran scores 0 and does not pass (invariant 9)."""
@@ -41,23 +49,17 @@ def _stats(rows: list[dict[str, Any]], k: int | None) -> dict[str, Any]:
     usable = {t: v for t, v in by_task.items() if len(v) >= kk}
 
     def over_all(key: str) -> float:
-        return round(mean((float(r[key]) if o == "graded" else 0.0)
-                          for r, o in zip(rows, kinds, strict=True)), 4)
+        return round(mean(_value(r, o, key) for r, o in zip(rows, kinds, strict=True)), 4)
 
     def k_mean(fn: Any) -> float | None:
         return round(mean(fn(len(v), sum(v), kk) for v in usable.values()), 4) if usable \
             else None
 
-    def value(r: dict[str, Any], o: str, key: str) -> float:
-        if key == "pass_rate":
-            return 1.0 if o == "graded" and r["passed"] else 0.0
-        return float(r[key]) if o == "graded" else 0.0
-
     def ci(key: str) -> tuple[float, float] | None:  # resampling tasks with their trials
         sums: dict[str, float] = defaultdict(float)
         counts: dict[str, int] = defaultdict(int)
         for r, o in zip(rows, kinds, strict=True):
-            sums[r["task_id"]] += value(r, o, key)
+            sums[r["task_id"]] += _value(r, o, key)
             counts[r["task_id"]] += 1
         order = sorted(sums)
         return cluster_interval([sums[t] for t in order], [counts[t] for t in order])
@@ -77,8 +79,7 @@ def _stats(rows: list[dict[str, Any]], k: int | None) -> dict[str, Any]:
         "safety": round(mean(r["safety"] for r in graded), 4) if graded else None,
         "safety_violations": sum(1 for r in graded if r["safety"] < 1.0),
         "robustness": over_all("robustness"),
-        "pass_rate": round(mean(1.0 if o == "graded" and r["passed"] else 0.0
-                                for r, o in zip(rows, kinds, strict=True)), 4),
+        "pass_rate": over_all("pass_rate"),
         "k": kk,
         "pass_at_k": k_mean(pass_at_k),
         "pass_hat_k": k_mean(pass_hat_k),
@@ -138,9 +139,7 @@ def _per_task(rows: list[dict[str, Any]], key: str) -> dict[str, float]:
     """Each task's mean over its scheduled trials (an unscored episode counts 0)."""
     acc: dict[str, list[float]] = defaultdict(list)
     for r in rows:
-        graded = outcome(r) == "graded"
-        v = (1.0 if r["passed"] else 0.0) if key == "pass_rate" else float(r[key] or 0.0)
-        acc[r["task_id"]].append(v if graded else 0.0)
+        acc[r["task_id"]].append(_value(r, outcome(r), key))
     return {t: mean(v) for t, v in acc.items()}
 
 

@@ -139,10 +139,9 @@ def _same_run(r: Reader, tasks: Sequence[Task], options: RunOptions) -> None:
     if int(config.get("trials") or 1) != options.trials:
         problems.append(f"trials {options.trials} (recorded: {config.get('trials')})")
     specs = r.task_specs(options.run_id)
-    ids = [t.id for t in tasks]
-    if sorted(ids) != sorted(config.get("tasks") or specs):
-        extra = sorted(set(ids) - set(config.get("tasks") or specs))
-        missing = sorted(set(config.get("tasks") or specs) - set(ids))
+    ids, recorded_ids = {t.id for t in tasks}, set(config.get("tasks") or specs)
+    if ids != recorded_ids:
+        extra, missing = sorted(ids - recorded_ids), sorted(recorded_ids - ids)
         problems.append(f"other tasks ({len(extra)} not in the run, e.g. {extra[:3]}; "
                         f"{len(missing)} of the run missing, e.g. {missing[:3]})")
     else:
@@ -224,16 +223,23 @@ async def run_jobs(jobs: Sequence[Job], *, agent: Callable[[Task], Actor], cast:
     return results
 
 
+OnPlan = Callable[[int, int], None]
+"""Told, once the run holds its lease and is planned: (task, trial) pairs scheduled, and how
+many of them this call runs (fewer on a resume)."""
+
+
 async def run_episodes(tasks: Sequence[Task], *, agent: Callable[[Task], Actor],
                        cast: CastFactory, bus: Bus, store: EventStore, options: RunOptions,
                        on_done: Callable[[EpisodeResult], None] | None = None,
-                       ) -> list[EpisodeResult]:
+                       on_plan: OnPlan | None = None) -> list[EpisodeResult]:
     """Run every (task, trial) not yet recorded in this run; return the results of this call.
 
     A failure inside one episode is recorded on that episode and never stops the others.
     """
     with RunLease(store.path, options.run_id):  # one runner per run
         jobs = await plan_run(tasks, store, options)
+        if on_plan is not None:
+            on_plan(len(tasks) * options.trials, len(jobs))
         results = await run_jobs(jobs, agent=agent, cast=cast, bus=bus, store=store,
                                  options=options, on_done=on_done)
         await store.finish_run(options.run_id)
@@ -249,7 +255,7 @@ def run_in_processes(tasks: Sequence[Task], *, processes: int, db: str | Path,
                      open_bus: Callable[[], Bus], agent: Callable[[Task], Actor],
                      cast: CastFactory, options: RunOptions,
                      on_done: Callable[[EpisodeResult], None] | None = None,
-                     ) -> list[EpisodeResult]:
+                     on_plan: OnPlan | None = None) -> list[EpisodeResult]:
     """Run a whole run over ``processes`` OS processes (synchronous; call it outside any event
     loop). Each process runs a fixed share of the jobs with its own event loop, bus (from
     ``open_bus``) and store writer, all on the one SQLite file ``db`` (WAL; each writer
@@ -272,6 +278,8 @@ def run_in_processes(tasks: Sequence[Task], *, processes: int, db: str | Path,
 
     try:
         jobs = anyio.run(plan)
+        if on_plan is not None:
+            on_plan(len(tasks) * options.trials, len(jobs))
         return _run_shards(jobs, processes, db, open_bus, agent, cast, options, on_done,
                            lease.start_heartbeat)
     finally:

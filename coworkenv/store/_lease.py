@@ -58,23 +58,6 @@ class RunLease:
             conn.execute(p)
         return conn
 
-    def holder(self) -> str | None:
-        """Who holds the run now, if a live runner does ("process P on HOST"), else None."""
-        if not self.enabled:
-            return None
-        conn = self._connect()
-        try:
-            row = conn.execute("SELECT owner, pid, host, heartbeat FROM leases WHERE run_id=?",
-                               (self.run_id,)).fetchone()
-        except sqlite3.OperationalError:
-            return None  # (an older store without leases)
-        finally:
-            conn.close()
-        if row is None or row[0] == self.owner or time.time() - row[3] >= self.ttl \
-                or not _alive(int(row[1]), str(row[2])):
-            return None
-        return f"process {row[1]} on {row[2]}"
-
     def acquire(self, *, heartbeat: bool = True) -> None:
         """Take the lease (or raise :class:`LeaseHeldError`); ``heartbeat=False`` leaves the
         heartbeat thread to :meth:`start_heartbeat` (a process about to fork starts it after,
@@ -88,7 +71,7 @@ class RunLease:
                                (self.run_id,)).fetchone()
             now = time.time()
             if row is not None and row[0] != self.owner and now - row[3] < self.ttl \
-                    and _alive(int(row[1]), str(row[2])):
+                    and _alive(int(row[1]), str(row[2])):  # another runner, alive
                 conn.execute("ROLLBACK")
                 raise LeaseHeldError(
                     f"run {self.run_id!r} is being run by process {row[1]} on {row[2]} (alive "

@@ -38,16 +38,6 @@ def _int(q: dict[str, str], name: str, default: int, lo: int, hi: int) -> int:
     return value
 
 
-def _seq(raw: str) -> int:
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValueError(f"seq: expected an integer, got {raw[:40]!r}") from None
-    if not 0 <= value < 2**62:
-        raise ValueError(f"seq: expected 0..2^62, got {raw[:40]}")
-    return value
-
-
 def _flag(v: str | None) -> bool | None:
     if v in (None, "", "any"):
         return None
@@ -135,7 +125,7 @@ class _Handler(BaseHTTPRequestHandler):
             if len(parts) == 2:
                 return api.timeline(r, eid)
             if parts[2] == "events" and len(parts) == 4:
-                return api.event(r, eid, _seq(parts[3]))
+                return api.event(r, eid, _int({"seq": parts[3]}, "seq", 0, 0, 2**62))
             if parts[2] == "state" and len(parts) == 3:
                 return api.state_at(r, eid, _int(q, "at", 0, 0, 2**62))
             if parts[2] == "conversation" and len(parts) == 3:
