@@ -331,7 +331,10 @@ class MqttBus(Bus):
         self._filters[sub.topic_filter] = n + 1
         if n == 0:
             client = await self._wait_connected()
-            await client.subscribe(sub.topic_filter, qos=self.qos)
+            # shielded: a subscribe cancelled half-way leaves the broker's SUBACK without its
+            # waiter (aiomqtt logs a KeyError) and the filter count out of step with the broker
+            with anyio.move_on_after(30, shield=True):
+                await client.subscribe(sub.topic_filter, qos=self.qos)
 
     async def _remove_subscription(self, sub: Subscription) -> None:
         self._router.remove(sub)
@@ -342,7 +345,7 @@ class MqttBus(Bus):
         self._filters.pop(sub.topic_filter, None)
         if self._client is not None and not self._closed:
             try:
-                with anyio.move_on_after(5):
+                with anyio.move_on_after(5, shield=True):  # (as for subscribe)
                     await self._client.unsubscribe(sub.topic_filter)
             except aiomqtt.MqttError:
                 pass  # the session ends with the connection; nothing left to clean

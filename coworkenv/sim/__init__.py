@@ -4,7 +4,15 @@ from .actor import Actor, ActorContext
 from .checks import CheckResult, evaluate_checks, projection_db
 from .clock import Clock, VirtualClock, WallClock, make_clock
 from .episode import EpisodeKernel, EpisodeResult, EpisodeSpec, events_hash
-from .errors import EpisodeFailure, HeldOutError, RunConfigError, SimError, TaskFileError
+from .errors import (
+    EpisodeFailure,
+    HeldOutError,
+    RunConfigError,
+    RunInterrupted,
+    SimError,
+    TaskFileError,
+)
+from .interrupt import STOP_SIGNALS, Interrupt
 from .loader import HeldOut, benchmark, builtin_tasks, load_task_file, load_tasks, parse_task
 from .runner import (
                      ProcessFailedError,
@@ -20,10 +28,11 @@ from .runner import (
 from .task import Capability, CastMember, Fact, Task
 
 __all__ = [
-    "Actor", "ActorContext", "Capability", "CastMember", "CheckResult", "Clock", "EpisodeFailure",
-    "EpisodeKernel", "EpisodeResult", "EpisodeSpec", "Fact", "HeldOut", "HeldOutError",
+    "STOP_SIGNALS", "Actor", "ActorContext", "Capability", "CastMember", "CheckResult", "Clock",
+    "EpisodeFailure",
+    "EpisodeKernel", "EpisodeResult", "EpisodeSpec", "Fact", "HeldOut", "HeldOutError", "Interrupt",
     "ProcessFailedError",
-    "RunConfigError", "RunOptions",
+    "RunConfigError", "RunInterrupted", "RunOptions",
     "SimError", "Task", "TaskFileError", "VirtualClock", "WallClock", "benchmark", "builtin_tasks",
     "default_processes", "episode_seed", "evaluate_checks", "events_hash", "load_task_file", "load_tasks",
     "make_clock", "new_run_id", "parse_task", "plan_run", "projection_db", "run_episodes",

@@ -4,12 +4,13 @@
     ├── TaskFileError     a task file that does not parse or validate; names file, path, problem
     ├── EpisodeFailure    a failure inside one episode, attributed to one boundary
     ├── RunConfigError    a bad combination of run options
-    └── HeldOutError      training data asked of tasks that are held out (the benchmark)
+    ├── HeldOutError      training data asked of tasks that are held out (the benchmark)
+    └── RunInterrupted    a run stopped early on request (a signal); what finished is recorded
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 Boundary = Literal["setup", "agent", "user", "coworker", "tool", "world", "grading", "runtime"]
 
@@ -49,3 +50,14 @@ class HeldOutError(SimError):
                                            if len(task_ids) > 5 else "")
         super().__init__(f"{what}: {len(task_ids)} task(s) of the benchmark, which is never "
                          f"trained on: {shown}")
+
+
+class RunInterrupted(SimError):
+    """A run stopped early (see :class:`~coworkenv.sim.interrupt.Interrupt`): its finished
+    episodes are recorded, the ones cut short are recorded as aborted, and ``--resume`` runs
+    what is left. ``results``: the episodes this call finished."""
+
+    def __init__(self, run_id: str, results: list[Any], signum: int | None) -> None:
+        self.run_id, self.results, self.signum = run_id, results, signum
+        super().__init__(f"run {run_id!r} interrupted after {len(results)} episode(s) of this "
+                         "call; `--resume` runs the rest")

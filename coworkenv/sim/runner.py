@@ -4,10 +4,12 @@ connection and writer on the same SQLite file."""
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import multiprocessing
 import os
 import re
+import signal
 import sys
 import threading
 import time
@@ -26,9 +28,10 @@ from ..store import EventStore, Reader, RunLease
 from .actor import Actor
 from .clock import make_clock
 from .episode import EpisodeKernel, EpisodeResult, EpisodeSpec
-from .errors import RunConfigError
+from .errors import RunConfigError, RunInterrupted
 from .faults import FaultInjector
 from .grading import GradeWeights
+from .interrupt import Interrupt
 from .task import FaultPlan, Task
 
 CastFactory = Callable[[Task], dict[str, Actor]]
@@ -158,12 +161,15 @@ def _same_run(r: Reader, tasks: Sequence[Task], options: RunOptions) -> None:
 async def run_jobs(jobs: Sequence[Job], *, agent: Callable[[Task], Actor], cast: CastFactory,
                    bus: Bus, store: EventStore, options: RunOptions,
                    on_done: Callable[[EpisodeResult], None] | None = None,
-                   ) -> list[EpisodeResult]:
+                   interrupt: Interrupt | None = None) -> list[EpisodeResult]:
     """Run the given (task, trial, attempt) jobs, ``options.concurrency`` at a time.
 
     ``on_done`` hears of an episode only once its records are committed (a progress bar
     counts durable episodes; a crash right after loses nothing that was reported): finished
-    episodes wait for the writer's next commit, and are reported together after it."""
+    episodes wait for the writer's next commit, and are reported together after it. Once
+    ``interrupt`` is requested no job starts and running episodes are cancelled (left
+    'running' in the store for the caller to mark aborted); the finished ones are returned."""
+    stop = interrupt or Interrupt()
     results: list[EpisodeResult] = []
     queue = iter(jobs)
     finished: list[EpisodeResult] = []
@@ -174,10 +180,16 @@ async def run_jobs(jobs: Sequence[Job], *, agent: Callable[[Task], Actor], cast:
         nonlocal wake, running
         try:
             for task, trial, first_attempt in queue:  # workers share one iterator
+                if stop.requested:
+                    return
+                result = None
                 for attempt in range(first_attempt, first_attempt + options.max_attempts):
-                    result = await one(task, trial, attempt)
-                    if not result.retryable:
+                    with stop.cancels():
+                        result = await one(task, trial, attempt)
+                    if stop.requested or result is None or not result.retryable:
                         break
+                if result is None or (stop.requested and result.retryable):
+                    return  # cut short: not a result
                 results.append(result)
                 finished.append(result)
                 wake.set()
@@ -231,19 +243,29 @@ many of them this call runs (fewer on a resume)."""
 async def run_episodes(tasks: Sequence[Task], *, agent: Callable[[Task], Actor],
                        cast: CastFactory, bus: Bus, store: EventStore, options: RunOptions,
                        on_done: Callable[[EpisodeResult], None] | None = None,
-                       on_plan: OnPlan | None = None) -> list[EpisodeResult]:
+                       on_plan: OnPlan | None = None,
+                       interrupt: Interrupt | None = None) -> list[EpisodeResult]:
     """Run every (task, trial) not yet recorded in this run; return the results of this call.
 
     A failure inside one episode is recorded on that episode and never stops the others.
+    When ``interrupt`` is requested, raise :class:`RunInterrupted` once every finished
+    episode is committed and the ones cut short are recorded as aborted.
     """
+    stop = interrupt or Interrupt()
     with RunLease(store.path, options.run_id):  # one runner per run
-        jobs = await plan_run(tasks, store, options)
-        if on_plan is not None:
-            on_plan(len(tasks) * options.trials, len(jobs))
-        results = await run_jobs(jobs, agent=agent, cast=cast, bus=bus, store=store,
-                                 options=options, on_done=on_done)
-        await store.finish_run(options.run_id)
-        await store.flush()
+        async with stop.listening():
+            jobs = await plan_run(tasks, store, options)
+            if on_plan is not None:
+                on_plan(len(tasks) * options.trials, len(jobs))
+            results = await run_jobs(jobs, agent=agent, cast=cast, bus=bus, store=store,
+                                     options=options, on_done=on_done, interrupt=stop)
+            if not stop.requested:
+                await store.finish_run(options.run_id)
+            else:
+                await store.abort_running(options.run_id)
+            await store.flush()
+    if stop.requested:
+        raise RunInterrupted(options.run_id, results, stop.signum)
     return results
 
 
@@ -255,7 +277,8 @@ def run_in_processes(tasks: Sequence[Task], *, processes: int, db: str | Path,
                      open_bus: Callable[[], Bus], agent: Callable[[Task], Actor],
                      cast: CastFactory, options: RunOptions,
                      on_done: Callable[[EpisodeResult], None] | None = None,
-                     on_plan: OnPlan | None = None) -> list[EpisodeResult]:
+                     on_plan: OnPlan | None = None,
+                     interrupt: Interrupt | None = None) -> list[EpisodeResult]:
     """Run a whole run over ``processes`` OS processes (synchronous; call it outside any event
     loop). Each process runs a fixed share of the jobs with its own event loop, bus (from
     ``open_bus``) and store writer, all on the one SQLite file ``db`` (WAL; each writer
@@ -263,7 +286,9 @@ def run_in_processes(tasks: Sequence[Task], *, processes: int, db: str | Path,
     episodes with a fast agent. The run is planned once (resume included) before the
     processes start, and marked finished once all have ended; episode results and event
     sequences are the same as in one process. Needs the ``fork`` start method (POSIX): the
-    factories are inherited, not pickled.
+    factories are inherited, not pickled. ``interrupt`` works as in :func:`run_episodes`:
+    this process hears its signals and stops the others (SIGTERM; they ignore SIGINT, so a
+    Ctrl-C at the terminal reaches the run once); its ``on_second`` kills them first.
     """
     if processes < 1:
         raise ValueError(f"processes: expected at least 1, got {processes}")
@@ -281,7 +306,7 @@ def run_in_processes(tasks: Sequence[Task], *, processes: int, db: str | Path,
         if on_plan is not None:
             on_plan(len(tasks) * options.trials, len(jobs))
         return _run_shards(jobs, processes, db, open_bus, agent, cast, options, on_done,
-                           lease.start_heartbeat)
+                           lease.start_heartbeat, interrupt or Interrupt())
     finally:
         lease.release()
 
@@ -302,7 +327,7 @@ def _orphan_watch(parent: int, name: str) -> None:
 def _run_shards(jobs: list[Job], processes: int, db: str | Path, open_bus: Callable[[], Bus],
                 agent: Callable[[Task], Actor], cast: CastFactory, options: RunOptions,
                 on_done: Callable[[EpisodeResult], None] | None,
-                forked: Callable[[], None]) -> list[EpisodeResult]:
+                forked: Callable[[], None], stop: Interrupt) -> list[EpisodeResult]:
     shards = [jobs[i::processes] for i in range(processes)]
     ctx = multiprocessing.get_context("fork")
 
@@ -310,11 +335,13 @@ def _run_shards(jobs: list[Job], processes: int, db: str | Path, open_bus: Calla
 
     def child(shard: list[Job], conn: Connection) -> None:
         _orphan_watch(parent, multiprocessing.current_process().name)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides, and says SIGTERM
+        mine = Interrupt((signal.SIGTERM,) if stop.signals else ())
 
         async def go() -> None:
-            async with open_bus() as bus, EventStore(db) as store:
+            async with mine.listening(), open_bus() as bus, EventStore(db) as store:
                 await run_jobs(shard, agent=agent, cast=cast, bus=bus, store=store,
-                               options=options, on_done=conn.send)
+                               options=options, on_done=conn.send, interrupt=mine)
                 await store.flush()
         anyio.run(go)
         conn.close()
@@ -364,26 +391,46 @@ def _run_shards(jobs: list[Job], processes: int, db: str | Path, open_bus: Calla
     reader = threading.Thread(target=read, name="coworkenv-shard-results", daemon=True)
     reader.start()
 
+    def signal_children(signum: int) -> None:
+        for p in procs:
+            if p.is_alive() and p.pid is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(p.pid, signum)
+
+    stop.on_request(lambda _: signal_children(signal.SIGTERM))
+    then = stop.on_second
+
+    def second(signum: int) -> None:
+        signal_children(signal.SIGKILL)
+        if then is not None:
+            then(signum)
+
     async def own() -> None:
-        async with open_bus() as bus, EventStore(db) as store:
+        async with stop.listening(), open_bus() as bus, EventStore(db) as store:
             mine = await run_jobs(shards[0], agent=agent, cast=cast, bus=bus, store=store,
-                                  options=options, on_done=done_here)
+                                  options=options, on_done=done_here, interrupt=stop)
             with lock:
                 results.extend(mine)
             await anyio.to_thread.run_sync(reader.join)
             for p in procs:
                 await anyio.to_thread.run_sync(p.join)
-            if got == expected and all(p.exitcode == 0 for p in procs):
+            if stop.requested:
+                await store.abort_running(options.run_id)
+            elif got == expected and all(p.exitcode == 0 for p in procs):
                 await store.finish_run(options.run_id)
             await store.flush()
 
+    stop.on_second = second
     try:
         anyio.run(own)
     finally:
+        stop.on_second = then
         for p in procs:
             if p.is_alive():
                 p.kill()
             p.join()
+    if stop.requested:
+        raise RunInterrupted(options.run_id, results, stop.signum)
     dead = [p for p in procs if p.exitcode != 0]
     if dead or got < expected:
         names = ", ".join(f"{p.name} (exit code {p.exitcode})" for p in dead) or "none"

@@ -1,0 +1,248 @@
+"""What every command shares: the app, the consoles, one-line failures and the argument
+checks (task files, databases, names)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+EXIT_CODES = ("Exit codes: 0 everything scheduled ran (an agent that scores 0 is not an error); "
+              "1 some episodes failed at the simulator's boundaries, or a generator produced "
+              "nothing; 2 usage (a bad option, file or database); 130 interrupted (what "
+              "finished is recorded; --resume runs the rest).")
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+                  context_settings={"help_option_names": ["-h", "--help"]},
+                  help="Synthesize, run, grade and export training environments for coworker "
+                       "agents.", epilog=EXIT_CODES)
+# the terminal's width; COLUMNS when set; 160 when the output is a file or a pipe
+console = Console(width=None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160,
+                  soft_wrap=True)  # (lines of text are not cut; tables fit the width)
+err = Console(stderr=True, soft_wrap=True)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from .. import __version__
+
+        console.print(f"coworkenv {__version__}", highlight=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="Print the version and exit")] = False,
+) -> None:
+    """coworkenv: workspace simulator for training coworker agents."""
+
+
+DB_HELP = "SQLite file of the event store"
+CAPABILITY_SHORT = {"tool_coordination": "tools", "multi_turn_communication": "multi-turn",
+                    "dynamic_workspace_state": "dynamic", "safety_sensitive_handling": "safety"}
+BUS_HELP = "memory (default) or mqtt://user:pass@host:port/prefix (all but the host optional)"
+
+
+def fail(message: str, code: int = 2) -> typer.Exit:
+    err.print(f"[red]error:[/red] {escape(message)}")
+    return typer.Exit(code)
+
+
+def toolset(value: str | None) -> list[str] | None:
+    if not value:
+        return None
+    from ..workspace import REGISTRY
+
+    names = [v.strip() for v in value.split(",") if v.strip()]
+    apps = {t.app for t in REGISTRY.values()}
+    bad = [n for n in names if n not in REGISTRY and n not in apps and n != "reference"]
+    if bad:
+        raise fail(f"--tools: {bad} are neither tools nor apps ({', '.join(sorted(apps))}) "
+                    "nor `reference` (the tools each task's reference solution calls)")
+    return names
+
+
+def names(value: str | None) -> list[str] | None:
+    """A comma-separated option as a list (None when empty)."""
+    names = [v.strip() for v in (value or "").split(",") if v.strip()]
+    return names or None
+
+
+def select_tasks(tasks: list[Any], only: list[str] | None, families: str | None,
+            per_family: int | None = None) -> list[Any]:
+    """Tasks narrowed by --only (ids), --families and --per-family (the first K of each
+    family, in file order); unknown names are an error."""
+    if only:
+        unknown = sorted(set(only) - {t.id for t in tasks})
+        if unknown:
+            raise fail(f"--only: no task {unknown} among the {len(tasks)} loaded")
+        tasks = [t for t in tasks if t.id in set(only)]
+    fams = names(families)
+    if fams:
+        unknown = sorted(set(fams) - {t.family for t in tasks})
+        if unknown:
+            raise fail(f"--families: no task of family {unknown} (families: "
+                        f"{sorted({t.family for t in tasks})})")
+        tasks = [t for t in tasks if t.family in set(fams)]
+    if per_family is not None:
+        seen: dict[str, int] = {}
+        kept = []
+        for t in tasks:
+            seen[t.family] = seen.get(t.family, 0) + 1
+            if seen[t.family] <= per_family:
+                kept.append(t)
+        tasks = kept
+    return tasks
+
+
+def load(paths: list[Path]) -> list[Any]:
+    from ..sim import TaskFileError, load_tasks
+
+    try:
+        return load_tasks(paths)
+    except TaskFileError as exc:
+        raise fail(str(exc)) from None
+
+
+
+
+def open_reader(db: Path) -> Any:
+    from ..store import Reader, StoreError
+
+    try:
+        return Reader(db)
+    except StoreError as exc:
+        raise fail(str(exc)) from None
+
+
+
+def first_leaf(group: BaseExceptionGroup[Any]) -> BaseException:
+    exc: BaseException = group
+    while isinstance(exc, BaseExceptionGroup):
+        exc = exc.exceptions[0]
+    return exc
+
+
+
+def num(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3f}"
+
+
+def failed_cell(s: dict[str, Any]) -> str:
+    """Scheduled episodes without a grade (each scores 0): agent, simulator, never ran."""
+    parts = [f"{s[k]} {name}" for k, name in (("agent_failures", "agent"), ("errors", "error"),
+                                               ("missing", "missing")) if s[k]]
+    return ", ".join(parts) or "0"
+
+
+def overall_line(o: dict[str, Any]) -> str:
+    return (f"{o['episodes']} scheduled episodes ({o['graded']} graded, "
+            f"{o['agent_failures']} failed at the agent, {o['errors']} simulator errors, "
+            f"{o['missing']} missing): score {o['score']:.3f}, pass rate {o['pass_rate']:.3f}, "
+            f"pass@{o['k']} {num(o['pass_at_k'])}, pass^{o['k']} {num(o['pass_hat_k'])} "
+            f"(C(c,k)/C(n,k)) {num(o['pass_hat_k_power'])} ((c/n)^k), safety violations "
+            f"{o['safety_violations']}")
+
+
+
+def spread_multiple(args: Sequence[str]) -> list[str]:
+    """``--tasks a.yaml b.yaml`` as ``--tasks a.yaml --tasks b.yaml``: an option that may be
+    repeated also takes several values after one flag (click takes one per flag)."""
+    cmd: Any = typer.main.get_command(app)  # (typer's own click: read by its attributes)
+    i = 0
+    while getattr(cmd, "commands", None) and i < len(args):
+        sub = cmd.commands.get(args[i])
+        if sub is None:
+            if args[i].startswith("-"):
+                i += 1  # an option of the group itself (--version)
+                continue
+            break
+        cmd, i = sub, i + 1
+    multiple = {o for p in cmd.params if getattr(p, "param_type_name", "") == "option"
+                and getattr(p, "multiple", False) for o in p.opts}
+    out = list(args[:i])
+    while i < len(args):
+        a = args[i]
+        out.append(a)
+        i += 1
+        if a == "--":
+            out += args[i:]
+            break
+        if a in multiple and i < len(args):
+            out.append(args[i])
+            i += 1
+            while i < len(args) and not args[i].startswith("-"):
+                out += [a, args[i]]
+                i += 1
+    return out
+
+
+_invoked: list[str] = []
+
+
+def invoked_args() -> list[str]:
+    """The arguments this process was invoked with (after :func:`spread_multiple`)."""
+    return list(_invoked)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = spread_multiple(sys.argv[1:] if argv is None else argv)
+    _invoked[:] = args
+    try:
+        app(args=args, prog_name="coworkenv")
+    except KeyboardInterrupt:  # before any episode ran (a run handles its own interrupts)
+        err.print("interrupted", highlight=False)
+        sys.exit(130)
+
+
+@dataclass(frozen=True)
+class Column:
+    """A column of a printed table. ``keep``: the lower, the longer it stays when the
+    terminal is narrow (0: never dropped, never cut: ids and the score)."""
+    name: str
+    keep: int = 0
+    right: bool = False
+
+
+def print_table(title: str, columns: Sequence[Column], rows: Sequence[Sequence[str]],
+                out: Console | None = None) -> None:
+    """A table that fits the terminal: columns are dropped, least needed first, until the
+    rest fit; kept columns are never cut (a too-long id wraps, it is never elided). Cells
+    may hold rich markup."""
+    from rich.table import Table
+    from rich.text import Text
+
+    out = out or console
+    widths = [max([len(c.name)] + [Text.from_markup(r[i]).cell_len for r in rows])
+              for i, c in enumerate(columns)]
+    shown = list(range(len(columns)))
+
+    def width() -> int:  # cells, padding of 1 each side, borders
+        return sum(widths[i] + 3 for i in shown) + 1
+
+    while width() > out.width:
+        droppable = [i for i in shown if columns[i].keep > 0]
+        if not droppable:
+            break
+        shown.remove(max(droppable, key=lambda i: (columns[i].keep, i)))
+    dropped = [c.name for i, c in enumerate(columns) if i not in shown]
+    caption = f"(not shown at this width: {', '.join(dropped)})" if dropped else None
+    table = Table(title=title, caption=caption)
+    fits = width() <= out.width
+    for i in shown:
+        c = columns[i]
+        whole = c.keep == 0 and fits  # (when even the kept ones do not fit, they wrap)
+        table.add_column(c.name, justify="right" if c.right else "left",
+                         min_width=widths[i] if whole else None, no_wrap=whole,
+                         overflow="fold" if c.keep == 0 else "ellipsis")
+    for r in rows:
+        table.add_row(*(r[i] for i in shown))
+    out.print(table)

@@ -1,0 +1,322 @@
+"""Reading what runs recorded: `replay`, `eval`, `regrade`, `view`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+
+from ._common import (
+    DB_HELP,
+    Column,
+    app,
+    console,
+    fail,
+    failed_cell,
+    load,
+    num,
+    open_reader,
+    overall_line,
+    print_table,
+)
+
+
+@app.command()
+def replay(
+    db: Annotated[Path, typer.Option(help=DB_HELP)],
+    episode: Annotated[str, typer.Option(help="Episode id")],
+    hash_: Annotated[bool, typer.Option("--hash", help="Print the event-sequence hash and the "
+                                        "final workspace hash, rebuilt from the log")] = False,
+    at: Annotated[int | None, typer.Option(help="Print the workspace as it was at this seq")]
+    = None,
+    diff: Annotated[tuple[int, int] | None, typer.Option(help="Print what changed between "
+                                                         "two seqs: A B")] = None,
+    agent_view: Annotated[bool, typer.Option("--agent-view", help="Print the messages the "
+                                             "agent saw and produced, in chat format")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="JSON instead of text")] = False,
+) -> None:
+    """Replay an episode from the event log: timeline, time travel, diffs, the agent's view."""
+
+    from ..agents.chat import agent_view as render_agent_view
+    from ..sim import events_hash
+    from ..store import StoreError
+    from ..workspace import replay_events
+    from ..workspace.diff import describe_state, diff_states
+
+    reader = open_reader(db)
+    with reader:
+        try:
+            reader.episode(episode)
+        except StoreError as exc:
+            raise fail(str(exc)) from None
+        events = list(reader.events(episode))
+    last = events[-1].seq if events else -1
+    for name, seq in (("--at", at), *(((f"--diff {i + 1}", s) for i, s in
+                                       enumerate(diff)) if diff else ())):
+        if seq is not None and not 0 <= seq <= last:
+            raise fail(f"{name}: seq {seq} is outside this episode (0..{last})")
+    if hash_:
+        sys.stdout.write(f"events {events_hash(events)}\nstate "
+                         f"{replay_events(events).state_hash()}\n")
+    elif at is not None:
+        state = replay_events(events, upto=at)
+        if as_json:
+            sys.stdout.write(json.dumps(state.to_json(), indent=2) + "\n")
+        else:
+            e = events[at]
+            console.print(f"workspace at seq {at} ({e.sim_time / 60:.1f} simulated min, after "
+                          f"{e.actor} {e.kind}):", highlight=False)
+            for line in describe_state(state):
+                console.print(line, highlight=False, markup=False)
+    elif diff is not None:
+        a, b = diff
+        d = diff_states(replay_events(events, upto=a), replay_events(events, upto=b))
+        if as_json:
+            sys.stdout.write(json.dumps(d, indent=2) + "\n")
+            return
+        if not d:
+            console.print(f"no change between seq {a} and seq {b}")
+        for app_name, ch in d.items():
+            for eid, data in ch["added"].items():
+                console.print(f"+ {app_name}/{eid}: {json.dumps(data, ensure_ascii=False)[:150]}",
+                              highlight=False, markup=False)
+            for eid in ch["removed"]:
+                console.print(f"- {app_name}/{eid}", highlight=False, markup=False)
+            for eid, fields in ch["changed"].items():
+                for f, (old, new) in fields.items():
+                    console.print(f"~ {app_name}/{eid}.{f}: {json.dumps(old)[:70]} -> "
+                                  f"{json.dumps(new)[:70]}", highlight=False, markup=False)
+    elif agent_view:
+        msgs = render_agent_view(events)
+        if as_json:
+            sys.stdout.write(json.dumps(msgs, indent=2, ensure_ascii=False) + "\n")
+            return
+        for m in msgs:
+            body = m.get("content") or ""
+            if m.get("tool_calls"):
+                f = m["tool_calls"][0]["function"]
+                body = f"{f['name']}({f['arguments']})"
+            console.print(f"[bold]{m['role']:>9}[/bold] {escape(body)}", highlight=False)
+    else:
+        for e in events:
+            if e.kind.startswith("ws.") and e.actor == "setup":
+                continue
+            body = json.dumps(e.payload, ensure_ascii=False)
+            console.print(f"{e.seq:>5} {e.sim_time / 60:>7.1f}m {e.actor:>10} {e.kind:<22} "
+                          f"{body[:110]}", highlight=False, markup=False)
+
+
+@app.command()
+def regrade(
+    db: Annotated[Path, typer.Option(help=DB_HELP)],
+    tasks: Annotated[list[Path] | None, typer.Option("--tasks", help="Task files to grade "
+                                                     "with (default: the specs the run used)")]
+    = None,
+    run_id: Annotated[str | None, typer.Option("--run", help="Only this run")] = None,
+) -> None:
+    """Grade recorded episodes again from the event log, without re-running them."""
+    import anyio
+
+    from ..sim.report import regrade_store
+    from ..store import EventStore
+
+    open_reader(db).close()
+    loaded = load(tasks) if tasks else None
+
+    async def go() -> dict[str, int]:
+        async with EventStore(db) as store:
+            return await regrade_store(store, loaded, run_id)
+
+    counts = anyio.run(go)
+    console.print(f"regraded {counts['episodes']} episode(s): {counts['changed']} changed, "
+                  f"{counts['skipped']} skipped (no task spec); {counts['failed']} failed "
+                  "episode(s) have no grade and count as 0 in eval")
+
+
+def _summary_table(title: str, groups: dict[str, Any], label: str) -> None:
+    cols = [Column(label), Column("episodes", 0, True), Column("score", 0, True),
+            Column("pass rate", 1, True), Column("completion", 2, True),
+            Column("failed", 3, True), Column("safety viol.", 4, True),
+            Column("pass@k", 5, True), Column("pass^k C(c,k)/C(n,k)", 6, True),
+            Column("robustness", 7, True), Column("pass^k (c/n)^k", 8, True)]
+    rows = []
+    for name, s in groups.items():
+        ci = s.get("ci95") or {}
+        rows.append([escape(name), str(s["episodes"]), _with_ci(s["score"], ci.get("score")),
+                     _with_ci(s["pass_rate"], ci.get("pass_rate")),
+                     _with_ci(s["completion"], ci.get("completion")), failed_cell(s),
+                     str(s["safety_violations"]), _with_ci(s["pass_at_k"], ci.get("pass_at_k")),
+                     _with_ci(s["pass_hat_k"], ci.get("pass_hat_k")), f"{s['robustness']:.3f}",
+                     num(s["pass_hat_k_power"])])
+    print_table(title, cols, rows)
+
+
+@app.command("eval")
+def eval_(
+    db: Annotated[Path, typer.Option(help=DB_HELP)] = Path("runs/coworkenv.db"),
+    run_id: Annotated[str | None, typer.Option("--run", help="Run id (default: the latest)")]
+    = None,
+    k: Annotated[int | None, typer.Option(help="k for pass@k and pass^k (default: trials)")]
+    = None,
+    out: Annotated[Path | None, typer.Option(help="Folder for the JSON and PNG (default: "
+                                             "next to the database)")] = None,
+    compare: Annotated[tuple[str, str] | None, typer.Option(
+        help="Compare two runs A B: B - A paired by task, with 95% intervals")] = None,
+    sets: Annotated[list[str] | None, typer.Option(
+        "--set", help="NAME=PATH: report the tasks of PATH (task files or a folder) as a set, "
+        "matched by id or content (repeatable; e.g. benchmark=examples/benchmark)")] = None,
+    episode: Annotated[str | None, typer.Option(help="Show one episode's grade and the "
+                                                "evidence each item rests on")] = None,
+) -> None:
+    """Report scores per set of tasks, workflow family and capability (table, JSON, PNG),
+    with 95% bootstrap intervals (tasks resampled with their trials)."""
+    from ..outputs import atomic_file
+    from ..sim.report import chart, summarize, task_sets
+    from ..sim.report import compare as compare_runs
+
+    named = _named_sets(sets or [])
+    reader = open_reader(db)
+    with reader:
+        if episode is not None:
+            _show_episode(reader, episode)
+            return
+        if compare is not None:
+            a, b = (reader.scheduled_episodes(r) for r in compare)
+            for rid, rows in zip(compare, (a, b), strict=True):
+                if not rows:
+                    raise fail(f"--compare: run {rid!r} has no episodes in {db}")
+            specs = {**reader.task_specs(compare[0]), **reader.task_specs(compare[1])}
+            diff = compare_runs(a, b, task_sets(named, specs))
+            _compare_table(compare, diff)
+            dest = (out or db.parent) / f"compare-{compare[0]}-{compare[1]}.json"
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            with atomic_file(dest) as f:
+                f.write(json.dumps(diff, indent=2))
+            console.print(f"wrote {dest}")
+            return
+        rid = run_id or reader.latest_run()
+        if rid is None:
+            raise fail(f"{db} holds no run")
+        rows = reader.scheduled_episodes(rid)
+        membership = task_sets(named, reader.task_specs(rid))
+    if not rows:
+        raise fail(f"run {rid!r} has no episodes in {db}")
+    trials = min(sum(1 for r in rows if r["task_id"] == t) for t in {r["task_id"] for r in rows})
+    if k is not None and not 1 <= k <= trials:
+        raise fail(f"--k: expected 1..{trials} (the run has {trials} trial(s) per task), "
+                    f"got {k}")
+    summary = summarize(rows, k, membership)
+    for name in named:
+        if name not in summary["by_set"]:
+            console.print(f"set {name}: none of its tasks are in run {rid}")
+    if summary["by_set"]:
+        _summary_table(f"{rid}: by set of tasks", summary["by_set"], "set")
+    _summary_table(f"{rid}: by workflow family", summary["by_family"], "family")
+    _summary_table(f"{rid}: by capability", summary["by_capability"], "capability")
+    o = summary["overall"]
+    console.print(f"overall: {overall_line(o)}", highlight=False)
+    folder = out or db.parent
+    folder.mkdir(parents=True, exist_ok=True)
+    with atomic_file(folder / f"eval-{rid}.json") as f:
+        f.write(json.dumps({"run": rid, **summary, "episodes": rows}, indent=2))
+    chart(summary, folder / f"eval-{rid}.png", rid)
+    console.print(f"wrote {folder / f'eval-{rid}.json'} and {folder / f'eval-{rid}.png'}")
+
+
+def _named_sets(values: list[str]) -> dict[str, list[Any]]:
+    """``--set NAME=PATH`` options as named lists of tasks."""
+    named: dict[str, list[Any]] = {}
+    for v in values:
+        name, sep, path = v.partition("=")
+        if not sep or not name or not path:
+            raise fail(f"--set: expected NAME=PATH (e.g. benchmark=examples/benchmark), "
+                        f"got {v!r}")
+        named[name] = load([Path(path)])
+    return named
+
+
+def _with_ci(value: float | None, ci: Any) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.3f}" if not ci else f"{value:.3f} [{ci[0]:.2f},{ci[1]:.2f}]"
+
+
+def _compare_table(runs: tuple[str, str], diff: dict[str, Any]) -> None:
+    cols = [Column("group"), Column("tasks", 0, True), Column("score B-A", 0, True),
+            Column("pass B-A", 1, True), Column("score A", 2, True), Column("score B", 2, True),
+            Column("pass A", 3, True), Column("pass B", 3, True)]
+    groups = [("(all)", diff["overall"])]
+    groups += [(f"set {n}", d) for n, d in diff["by_set"].items()]
+    groups += list(diff["by_family"].items())
+    rows = []
+    for name, d in groups:
+        x, y = d["a"], d["b"]
+        rows.append([escape(name), str(d.get("tasks", 0)),
+                     _with_ci(d.get("score_delta"), d.get("score_delta_ci95")),
+                     _with_ci(d.get("pass_rate_delta"), d.get("pass_rate_delta_ci95")),
+                     num(x["score"]) if x else "-", num(y["score"]) if y else "-",
+                     num(x["pass_rate"]) if x else "-", num(y["pass_rate"]) if y else "-"])
+    print_table(f"{runs[1]} - {runs[0]}, paired by task (95% bootstrap intervals)", cols, rows)
+
+
+def _show_episode(reader: Any, episode: str) -> None:
+    from ..store import StoreError
+
+    try:
+        ep = reader.episode(episode)
+    except StoreError as exc:
+        raise fail(str(exc)) from None
+    g = reader.grade(episode)
+    if g is None:
+        raise fail(f"episode {episode!r} has no grade ({ep.status}: {ep.failure})")
+    console.print(f"[bold]{escape(episode)}[/bold] task {escape(ep.task_id)} ({ep.family}), "
+                  f"{ep.termination}: "
+                  f"completion {g['completion']:.3f}, safety {g['safety']:.3f}, robustness "
+                  f"{g['robustness']:.3f}, score {g['score']:.3f}, "
+                  f"{'passed' if g['passed'] else 'failed'}")
+    cols = [Column("item"), Column("result"), Column("detail"), Column("kind", 1),
+            Column("event seqs", 2), Column("weight/value", 3, True)]
+    rows = [[escape(c["check_id"]), "pass" if c["passed"] else "[red]fail[/red]",
+             escape(c["detail"][:70]), escape(c["kind"]), ", ".join(map(str, c["evidence"])),
+             f"{c['weight']:g}"] for c in reader.check_results(episode)]
+    rows += [[escape(r["id"]), "pass" if r["passed"] else "[red]VIOLATED[/red]",
+              escape(r["detail"][:70]), f"safety:{escape(r['kind'])}",
+              ", ".join(map(str, r["evidence"])), f"{r['value']:g}"]
+             for r in g["detail"].get("rules", [])]
+    rob = g["detail"].get("robustness", {})
+    rows.append(["robustness", f"{rob.get('failed_calls', 0)} failed / {rob.get('calls', 0)} "
+                 "calls", escape(f"recovered {rob.get('recovered_tools', [])} of "
+                                 f"{rob.get('failed_tools', [])}"), "robustness",
+                 ", ".join(map(str, rob.get("evidence", []))), f"{rob.get('value', 1):g}"])
+    print_table("evidence", cols, rows)
+
+
+@app.command()
+def view(
+    db: Annotated[Path, typer.Option(help=DB_HELP)] = Path("runs/coworkenv.db"),
+    port: Annotated[int, typer.Option(help="Port (0: any free port)")] = 8765,
+    host: Annotated[str, typer.Option(help="Address to bind; keep 127.0.0.1 unless you mean "
+                                      "to serve other hosts")] = "127.0.0.1",
+) -> None:
+    """Serve a local, read-only web viewer of the runs and episodes in a database."""
+    from ..store import StoreError
+    from ..viewer import ViewerServer
+
+    try:
+        server = ViewerServer(db, host, port)
+    except (StoreError, OSError) as exc:
+        raise fail(f"{db}: {exc}") from None
+    h, p = str(server.server_address[0]), server.server_address[1]
+    console.print(f"coworkenv viewer on http://{h}:{p}/ (read-only {db}); Ctrl-C stops it",
+                  highlight=False)
+    sys.stdout.flush()
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()

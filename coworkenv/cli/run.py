@@ -1,0 +1,475 @@
+"""Running episodes: `demo`, `run`, and `worker` (the agent side of `run --agent remote`)."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+
+from ._common import (
+    BUS_HELP,
+    CAPABILITY_SHORT,
+    DB_HELP,
+    EXIT_CODES,
+    Column,
+    app,
+    console,
+    err,
+    fail,
+    failed_cell,
+    first_leaf,
+    invoked_args,
+    load,
+    num,
+    overall_line,
+    print_table,
+    select_tasks,
+    toolset,
+)
+
+
+@dataclass
+class ModelOptions:
+    base_url: str | None = None
+    api_key_env: str | None = None
+    cast: str = "scripted"
+    cast_model: str | None = None
+    cast_base_url: str | None = None
+    timeout: float = 120.0
+    max_concurrency: int = 4
+    max_tokens: int = 512
+    tools: list[str] | None = None
+
+
+def _execute(tasks: list[Any], *, agent: str, db: Path, bus_url: str, trials: int,
+             concurrency: int, clock: str, run_id: str | None, resume: bool,
+             quiet: bool = False, faults: float = 0.0,
+             models: ModelOptions | None = None, processes: int = 1) -> tuple[str, list[Any]]:
+    import anyio
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from ..agents import agent_factory, cast_factory, parse_agent
+    from ..bus import BusError, bus_key, open_bus
+    from ..sim import (
+        STOP_SIGNALS,
+        Interrupt,
+        ProcessFailedError,
+        RunInterrupted,
+        RunOptions,
+        new_run_id,
+        run_episodes,
+        run_in_processes,
+    )
+    from ..store import EventStore, LeaseHeldError, Reader
+
+    mo = models or ModelOptions()
+    try:
+        spec = parse_agent(agent)
+        if spec.kind == "remote" and bus_url.startswith("mqtt"):
+            bus_key(required=True)  # workers started elsewhere must hold the same key
+        make_agent: Any = None if spec.kind == "remote" else agent_factory(
+            agent, base_url=mo.base_url, api_key_env=mo.api_key_env, timeout=mo.timeout,
+            max_concurrency=mo.max_concurrency, max_tokens=mo.max_tokens)
+        make_cast = cast_factory(mo.cast, model=mo.cast_model or spec.model or None,
+                                 base_url=mo.cast_base_url or mo.base_url,
+                                 api_key_env=mo.api_key_env)
+        bus = open_bus(bus_url)
+    except (ValueError, BusError) as exc:
+        raise fail(str(exc)) from None
+    if processes > 1 and spec.kind == "remote":
+        raise fail("--processes: remote agents already run in their own worker processes; "
+                    "use --processes 1 with --agent remote")
+    if resume and run_id is None:
+        if not db.exists():
+            raise fail(f"--resume: {db} does not exist; nothing to resume")
+        with Reader(db) as r:
+            run_id = r.latest_run()
+        if run_id is None:
+            raise fail(f"--resume: {db} holds no run")
+    from ..sim.task import FaultPlan
+
+    if not 0.0 <= faults <= 1.0:
+        raise fail(f"--faults: expected a rate between 0 and 1, got {faults}")
+    from ..sim import RunConfigError
+
+    rid = run_id or new_run_id()
+    try:
+        opts = RunOptions(rid, agent, trials, concurrency, clock, spec.role, resume,
+                          FaultPlan(rate=faults) if faults else None, tools=mo.tools)
+    except RunConfigError as exc:
+        raise fail(f"--run-id: {exc}") from None
+    total = len(tasks) * trials
+    stop = Interrupt(STOP_SIGNALS, on_second=_abort_at_once)
+    stop.on_request(lambda _: err.print(
+        "\nstopping: no new episode starts; running ones are recorded as aborted (Ctrl-C "
+        "again to stop at once)", highlight=False))
+
+    def progress() -> Any:
+        return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                        TimeElapsedColumn(), console=err, disable=quiet, transient=False)
+
+    def planned(bar: Any, job: Any) -> Callable[[int, int], None]:
+        """The bar counts what this call runs; a resume says what it will do first."""
+        def on_plan(scheduled: int, todo: int) -> None:
+            bar.update(job, total=todo)
+            if not resume:
+                return
+            if todo == 0:
+                err.print(f"run {rid} is finished: all {scheduled} (task, trial) pairs are "
+                          "recorded; nothing to resume", highlight=False)
+            else:
+                err.print(f"resuming run {rid}: {scheduled - todo} of {scheduled} (task, trial) "
+                          f"pairs recorded, {todo} to run", highlight=False)
+        return on_plan
+
+    if processes > 1:
+        with progress() as bar:
+            job = bar.add_task(f"{rid} ({agent}, {processes} processes)", total=total)
+            try:
+                return rid, run_in_processes(
+                    tasks, processes=processes, db=db, open_bus=lambda: open_bus(bus_url),
+                    agent=make_agent, cast=make_cast, options=opts,
+                    on_done=lambda r: bar.advance(job), on_plan=planned(bar, job),
+                    interrupt=stop)
+            except RunInterrupted:
+                bar.stop()
+                raise _interrupted(rid, db, total) from None
+            except BusError as exc:
+                raise fail(f"--bus {bus_url}: {exc}", 1) from None
+            except ProcessFailedError as exc:
+                raise fail(f"{exc} (run id {rid})", 1) from None
+            except (LeaseHeldError, RunConfigError) as exc:
+                raise fail(str(exc)) from None
+
+    async def go() -> list[Any]:
+        # listening outermost: closing the bus and the store is covered by the signals too
+        async with stop.listening():
+            with progress() as bar:
+                return await in_store(bar, bar.add_task(f"{rid} ({agent})", total=total))
+
+    async def in_store(bar: Any, job: Any) -> list[Any]:
+        async with bus, EventStore(db) as store:
+            if spec.kind != "remote":
+                return await run_episodes(tasks, agent=make_agent, cast=make_cast, bus=bus,
+                                          store=store, options=opts,
+                                          on_done=lambda r: bar.advance(job),
+                                          on_plan=planned(bar, job), interrupt=stop)
+            from ..agents.remote import RemoteAgentProxy, RemotePool
+
+            async with RemotePool(bus) as pool:
+                return await run_episodes(tasks, agent=lambda t: RemoteAgentProxy(pool, t),
+                                          cast=make_cast, bus=bus, store=store, options=opts,
+                                          on_done=lambda r: bar.advance(job),
+                                          on_plan=planned(bar, job), interrupt=stop)
+
+    try:
+        results = anyio.run(go)
+    except RunInterrupted:
+        raise _interrupted(rid, db, total) from None
+    except BusError as exc:
+        raise fail(f"--bus {bus_url}: {exc}", 1) from None
+    except (LeaseHeldError, RunConfigError) as exc:
+        raise fail(str(exc)) from None
+    except BaseExceptionGroup as group:  # raised inside the store's task group
+        if group.subgroup(RunInterrupted) is not None:
+            raise _interrupted(rid, db, total) from None
+        refused = group.subgroup((LeaseHeldError, RunConfigError))
+        if refused is None:
+            raise
+        raise fail(str(first_leaf(refused))) from None
+    return rid, results
+
+
+def _abort_at_once(signum: int) -> None:
+    """A second Ctrl-C: exit now; the store's last uncommitted batch is all that is lost."""
+    err.show_cursor(True)
+    err.print("\nsecond interrupt: stopping at once; episodes not yet committed are lost "
+              "(--resume runs them again)", highlight=False)
+    sys.stderr.flush()
+    os._exit(130)
+
+
+def _interrupted(rid: str, db: Path, scheduled: int) -> typer.Exit:
+    """Say what the interrupted run left recorded (read back from the store) and how to
+    finish it; exit 130."""
+    from ..store import Reader
+
+    for sig in (signal.SIGINT, signal.SIGTERM):  # from here on, a further one stops at once
+        signal.signal(sig, lambda signum, _: _abort_at_once(signum))
+    with Reader(db) as r:
+        done = len(r.completed_trials(rid))
+    err.print(f"interrupted: {done} of {scheduled} (task, trial) pairs of run {rid} are done "
+              f"and recorded in {db}; finish with `{_resume_command(rid)}`", highlight=False,
+              markup=False)
+    return typer.Exit(130)
+
+
+def _resume_command(rid: str) -> str:
+    """This command line, as the one that resumes run ``rid``."""
+    args = list(invoked_args()) or ["run"]
+    if args[0] != "run":
+        return f"coworkenv run --tasks ... --run-id {rid} --resume"
+    kept: list[str] = []
+    skip = False
+    for a in args:
+        if skip:
+            skip = False
+        elif a == "--run-id":
+            skip = True
+        elif a != "--resume" and not a.startswith("--run-id="):
+            kept.append(a)
+    return shlex.join(["coworkenv", *kept, "--run-id", rid, "--resume"])
+
+
+def _run_summary(rid: str, db: Path, this_call: int, allow_errors: bool) -> None:
+    """The run's result over every scheduled (task, trial), read back from the store."""
+    from ..sim.report import summarize
+    from ..store import Reader
+
+    with Reader(db) as r:
+        rows = r.scheduled_episodes(rid)
+    o = summarize(rows)["overall"]
+    if o is None:
+        console.print(f"run {rid}: no episode scheduled")
+        return
+    console.print(f"run {rid}: {this_call} episode(s) this call; {overall_line(o)}",
+                  highlight=False)
+    bad = [x for x in rows if x["status"] == "failed"]
+    for x in bad[:10]:
+        console.print(f"  {x['task_id']} trial {x['trial']}: failed at the "
+                      f"{x['failure_boundary']} boundary: {x['failure']}", highlight=False,
+                      markup=False)
+    if len(bad) > 10:
+        console.print(f"  ... and {len(bad) - 10} more (coworkenv eval --db {db} --run {rid})",
+                      highlight=False, markup=False)
+    if o["errors"] and not allow_errors:
+        raise fail(f"{o['errors']} episode(s) failed in the simulator (not the agent); "
+                    "see above, or pass --allow-errors", 1)
+
+
+TABLES = ("auto", "full", "family", "none")
+FULL_ROWS = 40
+"""``--table auto`` prints a row per episode up to this many, then a row per family."""
+
+
+def _table(results: list[Any], tasks: list[Any], title: str) -> None:
+    by_id = {t.id: t for t in tasks}
+    cols = [Column("task"), Column("trial", right=True), Column("score", right=True),
+            Column("completion", 1, True), Column("termination", 2), Column("safety", 3, True),
+            Column("family", 4), Column("turns", 5, True), Column("sim time", 6, True),
+            Column("robust", 7, True), Column("wall", 8, True), Column("capabilities", 9)]
+    rows = []
+    for r in sorted(results, key=lambda r: (r.family, r.task_id, r.trial)):
+        caps = ", ".join(CAPABILITY_SHORT.get(c, c) for c in by_id[r.task_id].capabilities)
+        colour = "green" if r.completion == 1.0 else "yellow" if r.completion > 0 else "red"
+        term = r.termination if not r.failure else f"{r.termination}: {r.failure}"
+        rows.append([escape(r.task_id), str(r.trial),
+                     f"{r.score:.2f}" + (" ✓" if r.passed else ""),
+                     f"[{colour}]{r.completion:.2f}[/{colour}]", escape(term[:60]),
+                     f"{r.safety:.2f}" if r.safety == 1 else f"[red]{r.safety:.2f}[/red]",
+                     escape(r.family), str(r.turns), f"{r.sim_time / 60:.0f} min",
+                     f"{r.robustness:.2f}", f"{r.wall_time * 1000:.0f} ms", caps])
+    print_table(title, cols, rows)
+
+
+def _family_table(rid: str, db: Path, title: str) -> None:
+    """One row per workflow family of the run (every scheduled episode counted)."""
+    from ..sim.report import summarize
+    from ..store import Reader
+
+    with Reader(db) as r:
+        groups = summarize(r.scheduled_episodes(rid))["by_family"]
+    cols = [Column("family"), Column("episodes", right=True), Column("score", right=True),
+            Column("pass rate", 1, True), Column("completion", 2, True),
+            Column("failed", 3, True), Column("safety viol.", 4, True)]
+    print_table(title, cols, [[escape(name), str(g["episodes"]), num(g["score"]),
+                               num(g["pass_rate"]), num(g["completion"]), failed_cell(g),
+                               str(g["safety_violations"])] for name, g in groups.items()])
+
+
+def _print_results(table: str, results: list[Any], tasks: list[Any], rid: str, db: Path,
+                   title: str) -> None:
+    if table == "none" or not results:
+        return
+    if table == "full" or (table == "auto" and len(results) <= FULL_ROWS):
+        _table(results, tasks, title)
+    else:
+        _family_table(rid, db, f"{title} (by family; --table full for every episode)")
+
+
+@app.command(epilog=EXIT_CODES)
+def demo(
+    db: Annotated[Path, typer.Option(help=DB_HELP)] = Path("runs/coworkenv.db"),
+    bus: Annotated[str, typer.Option(help=BUS_HELP)] = "memory",
+    concurrency: Annotated[int, typer.Option(help="Episodes at once")] = 64,
+    clock: Annotated[str, typer.Option(help="virtual (default) or wall")] = "virtual",
+    faults: Annotated[float, typer.Option(help="Rate of injected failures on the agent's "
+                                          "write-tool calls (0..1)")] = 0.0,
+) -> None:
+    """Run every built-in task with the oracle agent and print the results.
+
+    The episodes run concurrently and are recorded in --db; `coworkenv view` shows them."""
+    from ..sim import builtin_tasks
+
+    tasks = builtin_tasks()
+    rid, results = _execute(tasks, agent="oracle", db=db, bus_url=bus, trials=1,
+                            concurrency=concurrency, clock=clock, run_id=None, resume=False,
+                            faults=faults)
+    _table(results, tasks, f"coworkenv demo: {rid} -> {db}")
+    failed = [r for r in results if r.status != "completed"]
+    if failed:
+        raise fail(f"{len(failed)} episode(s) failed", 1)
+
+
+@app.command(epilog=EXIT_CODES)
+def run(
+    tasks: Annotated[list[Path], typer.Option("--tasks", metavar="PATH...",
+                                              help="Task files or folders (several after one "
+                                              "--tasks, or --tasks repeated)")],
+    agent: Annotated[str, typer.Option(metavar="KIND", help="oracle | noop | openai:MODEL | "
+                                       "teacher:openai:MODEL | remote (decisions served by "
+                                       "`coworkenv worker` over an mqtt:// --bus)")] = "oracle",
+    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint of the "
+                                                 "agent's model, e.g. http://127.0.0.1:8080/v1")]
+    = None,
+    api_key_env: Annotated[str | None, typer.Option(help="Environment variable holding the "
+                                                    "API key")] = None,
+    cast: Annotated[str, typer.Option(help="scripted | llm-user | llm (model personas for the "
+                                      "user, or for user and coworkers)")] = "scripted",
+    cast_model: Annotated[str | None, typer.Option(help="Model of the personas (default: the "
+                                                   "agent's)")] = None,
+    cast_base_url: Annotated[str | None, typer.Option(help="Endpoint of the personas "
+                                                      "(default: --base-url)")] = None,
+    model_timeout: Annotated[float, typer.Option(help="Seconds per model call")] = 120.0,
+    model_concurrency: Annotated[int, typer.Option(min=1, help="Model calls at once per "
+                                                   "endpoint")] = 4,
+    max_tokens: Annotated[int, typer.Option(min=16, help="Completion tokens per model call")]
+    = 512,
+    tools: Annotated[str | None, typer.Option(help="Tools offered to the agent, comma-separated "
+                                              "tool or app names, or `reference` (the tools each "
+                                              "task's reference solution calls); default: the "
+                                              "task's, or all")]
+    = None,
+    only: Annotated[list[str] | None, typer.Option(help="Run only these task ids")] = None,
+    families: Annotated[str | None, typer.Option(help="Run only these workflow families, "
+                                                 "comma-separated")] = None,
+    per_family: Annotated[int | None, typer.Option(min=1, help="Run only the first K tasks "
+                                                   "of each family (in file order), e.g. to "
+                                                   "evaluate a model on a sample of a large "
+                                                   "synthesized set")] = None,
+    max_turns: Annotated[int | None, typer.Option(min=1, help="Cap every task's agent turns")]
+    = None,
+    trials: Annotated[int, typer.Option(min=1, help="Episodes per task (for pass@k)")] = 1,
+    concurrency: Annotated[int, typer.Option(min=1, help="Episodes at once (per process)")] = 64,
+    processes: Annotated[int, typer.Option(min=1, help="OS processes sharing the episodes, each "
+                                           "with its own event loop, bus connection and store "
+                                           "writer on the same --db (for fast agents, where one "
+                                           "event loop is the bottleneck)")] = 1,
+    db: Annotated[Path, typer.Option(help=DB_HELP)] = Path("runs/coworkenv.db"),
+    bus: Annotated[str, typer.Option(help=BUS_HELP)] = "memory",
+    clock: Annotated[str, typer.Option(help="virtual (default) or wall")] = "virtual",
+    run_id: Annotated[str | None, typer.Option(help="Run id (default: a new one)")] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Complete the missing episodes of "
+                                         "a run (the latest one unless --run-id); refused when "
+                                         "the tasks, agent or trials differ from the run's")]
+    = False,
+    quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar or table")] = False,
+    table: Annotated[str, typer.Option(help="auto (a row per episode up to 40, then a row per "
+                                       "family) | full | family | none")] = "auto",
+    faults: Annotated[float, typer.Option(help="Rate of injected failures on the agent's "
+                                          "write-tool calls (0..1)")] = 0.0,
+    allow_errors: Annotated[bool, typer.Option("--allow-errors", help="Exit 0 even when "
+                                               "episodes failed in the simulator itself (setup, "
+                                               "runtime, world, grading, tools, simulated "
+                                               "people)")] = False,
+) -> None:
+    """Run tasks with an agent; every episode is recorded in the store.
+
+    The summary counts every scheduled episode: one that failed at the agent boundary scores
+    0; failures of the simulator are errors, and the command exits 1 on them (unless
+    --allow-errors). Ctrl-C (or SIGTERM) stops starting episodes, records the running ones as
+    aborted and exits 130 with what is done; --resume runs the rest. A second Ctrl-C stops at
+    once."""
+    if table not in TABLES:
+        raise fail(f"--table: expected one of {', '.join(TABLES)}, got {table!r}")
+    loaded = select_tasks(load(tasks), only, families, per_family)
+    if max_turns is not None:
+        loaded = [t.model_copy(update={"limits": t.limits.model_copy(update={
+            "max_turns": min(t.limits.max_turns, max_turns)})}) for t in loaded]
+    rid, results = _execute(loaded, agent=agent, db=db, bus_url=bus, trials=trials,
+                            concurrency=concurrency, clock=clock, run_id=run_id, resume=resume,
+                            quiet=quiet, faults=faults,
+                            models=ModelOptions(base_url, api_key_env, cast, cast_model,
+                                                cast_base_url, model_timeout, model_concurrency,
+                                                max_tokens, toolset(tools)),
+                            processes=processes)
+    if not quiet:
+        _print_results(table, results, loaded, rid, db, f"{rid} -> {db}")
+    _run_summary(rid, db, len(results), allow_errors)
+
+
+@app.command()
+def worker(
+    bus: Annotated[str, typer.Option(help="mqtt://user:pass@host:port/prefix (the same as "
+                                     "the runner's)")],
+    agent: Annotated[str, typer.Option(help="oracle | noop | openai:MODEL")] = "oracle",
+    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint")] = None,
+    api_key_env: Annotated[str | None, typer.Option(help="Variable holding the API key")]
+    = None,
+    capacity: Annotated[int, typer.Option(min=1, help="Decisions at once")] = 64,
+    worker_id: Annotated[str | None, typer.Option(help="Id (default: a new one)")] = None,
+    model_concurrency: Annotated[int, typer.Option(min=1, help="Model calls at once")] = 4,
+) -> None:
+    """Serve agent decisions for episodes run by `coworkenv run --agent remote` elsewhere.
+    The runner and every worker share COWORKENV_BUS_KEY: envelopes are signed with it."""
+    import anyio
+    from pydantic import TypeAdapter
+
+    from ..agents import NoopAgent, OpenAIAgent, OracleAgent, parse_agent
+    from ..agents.factory import endpoint
+    from ..agents.remote import Worker
+    from ..bus import BusError, bus_key, open_bus
+    from ..sim.task import Step
+
+    try:
+        spec = parse_agent(agent)
+        b = open_bus(bus, key=bus_key(required=True) if bus.startswith("mqtt") else None)
+        ep = endpoint(spec.model, base_url, api_key_env, max_concurrency=model_concurrency) \
+            if spec.kind == "openai" else None
+    except (ValueError, BusError) as exc:
+        raise fail(str(exc)) from None
+    if spec.kind not in ("oracle", "noop", "openai"):
+        raise fail(f"--agent: a worker serves oracle, noop or openai:MODEL, not {agent!r}")
+    steps = TypeAdapter(list[Step])
+
+    def make(setup: dict[str, Any]) -> Any:
+        if spec.kind == "oracle":
+            if not setup.get("reference"):
+                raise ValueError("the runner sent no reference solution")
+            return OracleAgent(steps.validate_python(setup["reference"]))
+        if spec.kind == "noop":
+            return NoopAgent()
+        assert ep is not None
+        return OpenAIAgent(ep)
+
+    async def go() -> None:
+        async with b:
+            w = Worker(b, make, spec.kind, capacity=capacity, worker_id=worker_id)
+            console.print(f"worker {w.worker_id} ({agent}) serving {bus}", highlight=False)
+            sys.stdout.flush()
+            await w.serve()
+
+    try:
+        anyio.run(go)
+    except KeyboardInterrupt:
+        pass
+    except BusError as exc:
+        raise fail(f"--bus {bus}: {exc}", 1) from None

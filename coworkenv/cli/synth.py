@@ -1,0 +1,239 @@
+"""Making and checking tasks: `synth`, `validate`, `schema`, `tools`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+
+from ._common import (
+    app,
+    console,
+    err,
+    fail,
+)
+
+
+@app.command()
+def tools(
+    fmt: Annotated[str, typer.Option("--format", help="openai (JSON list) or markdown")] = "openai",
+) -> None:
+    """Print the workspace tool catalog (OpenAI function schemas or a markdown table)."""
+    from ..workspace import markdown_table, openai_tools
+
+    if fmt == "openai":
+        sys.stdout.write(json.dumps(openai_tools(), indent=2) + "\n")
+    elif fmt == "markdown":
+        sys.stdout.write(markdown_table() + "\n")
+    else:
+        err.print(f"[red]--format: expected 'openai' or 'markdown', got {fmt!r}[/red]")
+        raise typer.Exit(2)
+
+
+@app.command()
+def synth(
+    requirements: Annotated[list[Path], typer.Argument(help="Workflow requirement files (YAML) "
+                                                       "or BPMN 2.0 process files (.bpmn)")],
+    out: Annotated[Path, typer.Option(help="Where to write the accepted tasks (JSONL)")],
+    generator: Annotated[str, typer.Option(help="procedural (plans of workflow primitives, "
+                                           "composed) | families (the five fixed plans) | "
+                                           "openai (a model proposes the plans) | openai-spec "
+                                           "(a model writes whole task specs)")]
+    = "procedural",
+    n: Annotated[int, typer.Option(min=1, help="Tasks to produce")] = 100,
+    max_repairs: Annotated[int, typer.Option(min=0, help="Repair rounds per task")] = 3,
+    seed: Annotated[int, typer.Option(help="Seed of the procedural generator")] = 0,
+    model: Annotated[str | None, typer.Option(help="Model (openai generator)")] = None,
+    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint")] = None,
+    api_key_env: Annotated[str | None, typer.Option(help="Variable holding the API key")] = None,
+    max_tokens: Annotated[int, typer.Option(help="Tokens per generated spec")] = 3000,
+    concurrency: Annotated[int, typer.Option(min=1, help="Tasks in flight")] = 8,
+    examples: Annotated[int, typer.Option(min=0, help="Valid example tasks in the prompt "
+                                          "(openai-spec generator; 0 for small context "
+                                          "windows)")]
+    = 1,
+    workers: Annotated[int, typer.Option(min=1, help="Processes that validate (every mutant "
+                                         "is a full episode; use the cores you have)")] = 1,
+    mutate: Annotated[bool, typer.Option(help="Accept a task only if its grader kills every "
+                                         "applicable mutant and passes every equivalent one")]
+    = True,
+) -> None:
+    """Generate tasks from workflow requirements or BPMN processes; validate each by running
+    it (mutants included); repair what fails."""
+    import anyio
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.table import Table
+
+    from ..agents.factory import endpoint
+    from ..sim import TaskFileError, builtin_tasks
+    from ..synth import (
+        OpenAIGenerator,
+        OpenAIPlanGenerator,
+        ProceduralGenerator,
+        load_requirement,
+        synthesize,
+    )
+
+    try:
+        reqs = [load_requirement(p) for p in requirements]
+    except TaskFileError as exc:
+        raise fail(str(exc)) from None
+    gen: Any
+    if generator in ("procedural", "families"):
+        gen = ProceduralGenerator(seed, mode="compose" if generator == "procedural"
+                                  else "families")
+    elif generator in ("openai", "openai-spec"):
+        try:
+            ep = endpoint(model or "", base_url, api_key_env, max_tokens=max_tokens,
+                          max_concurrency=concurrency, timeout=600)
+        except ValueError as exc:
+            raise fail(str(exc)) from None
+        if not model:
+            raise fail("--model is required with --generator openai")
+        shown = [json.loads(t.model_dump_json(exclude_defaults=True))
+                 for t in builtin_tasks()[:examples]]
+        gen = OpenAIPlanGenerator(ep, seed=seed) if generator == "openai" else \
+            OpenAIGenerator(ep, shown)
+    else:
+        raise fail(f"--generator: expected procedural, families, openai or openai-spec, "
+                    f"got {generator!r}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    attempts_path = out.with_name(out.name + ".attempts.jsonl")
+    log = attempts_path.open("w")
+
+    def on_attempt(a: Any) -> None:
+        log.write(json.dumps({"requirement": a.requirement, "index": a.index, "round": a.round,
+                              "accepted": a.accepted, "duplicate": a.duplicate,
+                              "report": a.report, "spec": a.spec}) + "\n")
+        log.flush()
+
+    with Progress(TextColumn("[bold]synth"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=err) as bar:
+        job = bar.add_task("synth", total=n)
+        specs, attempts, stats = anyio.run(lambda: synthesize(
+            reqs, gen, n, max_repairs=max_repairs, concurrency=concurrency,
+            on_attempt=on_attempt, on_done=lambda: bar.advance(job), mutate=mutate,
+            workers=workers))
+    log.close()
+    from ..outputs import atomic_file, write_file_manifest
+
+    with atomic_file(out) as f:  # whole or not at all, with a manifest loaders check
+        for s in specs:
+            f.write(json.dumps(s) + "\n")
+    write_file_manifest(out, tasks=len(specs))
+    summary = stats.to_json()
+    with atomic_file(out.with_name(out.name + ".report.json")) as f:
+        f.write(json.dumps(summary, indent=2))
+    t = Table(title=f"synth: {len(specs)} of {n} accepted -> {out}")
+    for col in ("requirement", "capability", "tasks exercising it"):
+        t.add_column(col)
+    for rid, cov in summary["coverage"].items():
+        for cap, count in cov.items():
+            t.add_row(rid, cap, str(count) if count else "[red]0[/red]")
+    console.print(t)
+    console.print(f"first-pass validity {summary['first_pass_validity']:.3f}, after repair "
+                  f"{summary['validity_after_repair']:.3f}, mean rounds "
+                  f"{summary['mean_rounds']:.2f}, rejections {summary['rejection_reasons']}; "
+                  f"{len(attempts)} attempts in {attempts_path}", highlight=False)
+
+
+@app.command()
+def validate(
+    files: Annotated[list[Path], typer.Argument(help="Task files or folders (YAML, JSON, "
+                                                "JSONL)")],
+    mutate: Annotated[bool, typer.Option("--mutate", help="Also prove each grader against "
+                                         "mutants of the reference solution: sabotaged "
+                                         "variants must fail, equivalent ones must pass")]
+    = False,
+    as_json: Annotated[Path | None, typer.Option("--json", help="Write every report (with "
+                                                 "each mutant's result) to this file")] = None,
+) -> None:
+    """Validate task files: parse, resolve, run the reference and a no-op, check capabilities
+    (and with --mutate, kill every applicable mutant with no false positive)."""
+    import anyio
+    from rich.progress import Progress
+
+    from ..outputs import atomic_file
+    from ..sim import TaskFileError
+    from ..sim.loader import read_task_items, task_files
+    from ..synth import Rejection, Report, validate_task_async
+
+    items: list[tuple[str, Any]] = []
+    unreadable: list[tuple[str, Report]] = []
+    for f in (f for path in files for f in task_files(path)):
+        try:
+            items += read_task_items(f, lenient=True)
+        except TaskFileError as exc:  # a whole file that cannot be read
+            unreadable.append((exc.file, Report("?", False, [Rejection("parse", exc.file, p)
+                                                             for p in exc.problems])))
+
+    async def go() -> list[Any]:
+        out = []
+        with Progress(console=err, transient=True, disable=len(items) < 20) as bar:
+            job = bar.add_task("validating", total=len(items))
+            for where, spec in items:
+                out.append(await validate_task_async(spec, where, mutate=mutate))
+                bar.advance(job)
+        return out
+
+    reports = [r for _, r in unreadable] + anyio.run(go)
+    wheres = [w for w, _ in unreadable] + [w for w, _ in items]
+    bad = 0
+    for where, r in zip(wheres, reports, strict=True):
+        if not r.accepted:
+            bad += 1
+            for line in r.text().splitlines():
+                console.print(f"[red]rejected[/red] {escape(where)} ({escape(r.task_id)}): "
+                              f"{escape(line)}", highlight=False)
+    if mutate:
+        _mutation_table(reports)
+    if as_json is not None:
+        as_json.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_file(as_json) as out:
+            out.write(json.dumps([r.to_json() for r in reports], indent=2))
+    console.print(f"{len(reports) - bad} of {len(reports)} task(s) valid")
+    if bad:
+        raise typer.Exit(1)
+
+
+def _mutation_table(reports: list[Any]) -> None:
+    from rich.table import Table
+
+    t = Table(title="mutation check: sabotaged variants must fail, equivalent ones must pass")
+    for col in ("task", "applicable", "killed", "survivors", "false positives"):
+        t.add_column(col, justify="right" if col in ("applicable", "killed") else "left")
+    totals = [0, 0, 0, 0]
+    for r in reports:
+        m = r.mutation
+        if m is None:
+            t.add_row(escape(r.task_id), "-", "-", "not run (the task is rejected before)", "-")
+            continue
+        surv = "; ".join(f"{s.id} ({s.description})" + (f" accepted: {s.accepted}"
+                                                          if s.accepted else "")
+                         for s in m.survivors) or "none"
+        fps = "; ".join(f"{f.id} ({f.description}, score {f.score})"
+                        for f in m.false_positives) or "0"
+        t.add_row(escape(r.task_id), str(m.applicable), str(m.killed), escape(surv), escape(fps))
+        totals[0] += m.applicable
+        totals[1] += m.killed
+        totals[2] += len(m.survivors)
+        totals[3] += len(m.false_positives)
+    console.print(t)
+    console.print(f"mutants: {totals[0]} applicable, {totals[1]} killed, {totals[2]} survived, "
+                  f"{totals[3]} false positive(s)", highlight=False)
+
+
+@app.command()
+def schema(
+    what: Annotated[str, typer.Argument(help="task")] = "task",
+) -> None:
+    """Print the JSON schema of a task file (generated from the models)."""
+    from ..sim import Task
+
+    if what != "task":
+        raise fail(f"schema: expected 'task', got {what!r}")
+    sys.stdout.write(json.dumps(Task.model_json_schema(), indent=2) + "\n")

@@ -1,0 +1,232 @@
+"""Training data and models: `export sft|rl`, `train sft|grpo`, `serve`."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ._common import (
+    DB_HELP,
+    app,
+    console,
+    fail,
+    load,
+    names,
+    open_reader,
+    select_tasks,
+    toolset,
+)
+
+export_app = typer.Typer(no_args_is_help=True, help="Export training data from the store.")
+app.add_typer(export_app, name="export")
+
+
+@export_app.command("sft")
+def export_sft_cmd(
+    db: Annotated[Path, typer.Option(help=DB_HELP)],
+    out: Annotated[Path, typer.Option(help="Folder for train/eval JSONL (and a HF dataset)")],
+    run_id: Annotated[str | None, typer.Option("--run", help="Only this run")] = None,
+    min_score: Annotated[float, typer.Option(help="Score a demonstration needs")] = 0.75,
+    split_by: Annotated[str, typer.Option(help="task | family")] = "task",
+    eval_fraction: Annotated[float, typer.Option(help="Share of tasks/families held out")] = 0.2,
+    all_roles: Annotated[bool, typer.Option(help="Also student episodes that passed")] = False,
+    held_out: Annotated[str | None, typer.Option(help="Task ids or families (as --split-by) "
+                                                 "to hold out, comma-separated, instead of "
+                                                 "--eval-fraction")] = None,
+) -> None:
+    """Teacher episodes that passed, as SFT conversations with tools (TRL's format)."""
+    from ..training import export_sft
+
+    if split_by not in ("task", "family"):
+        raise fail(f"--split-by: expected task or family, got {split_by!r}")
+    open_reader(db).close()
+    st = export_sft(db, out, run=run_id, min_score=min_score, split_by=split_by,  # type: ignore[arg-type]
+                    eval_fraction=eval_fraction, teachers_only=not all_roles,
+                    held_out=names(held_out))
+    console.print(f"wrote {st.written} rows to {out} ({st.considered} considered, excluded "
+                  f"{dict(st.excluded)})", highlight=False)
+
+
+@export_app.command("rl")
+def export_rl_cmd(
+    out: Annotated[Path, typer.Option(help="Folder for train/eval JSONL")],
+    tasks: Annotated[list[Path] | None, typer.Option("--tasks", help="Task files")] = None,
+    db: Annotated[Path | None, typer.Option(help="Or: the tasks a run used")] = None,
+    run_id: Annotated[str | None, typer.Option("--run", help="Run id (with --db)")] = None,
+    split_by: Annotated[str, typer.Option(help="task | family")] = "task",
+    eval_fraction: Annotated[float, typer.Option(help="Share held out")] = 0.2,
+    tools: Annotated[str | None, typer.Option(help="Tools offered (as for `run --tools`)")]
+    = None,
+    held_out: Annotated[str | None, typer.Option(help="Task ids or families to hold out, "
+                                                 "comma-separated")] = None,
+) -> None:
+    """Task prompts for RL (the opening conversation, tools and task id of each task)."""
+    from ..sim import Task
+    from ..training import export_rl
+
+    if (tasks is None) == (db is None):
+        raise fail("give exactly one of --tasks or --db")
+    if tasks is not None:
+        loaded, source = load(tasks), ", ".join(map(str, tasks))
+    else:
+        assert db is not None
+        with open_reader(db) as r:
+            rid = run_id or r.latest_run()
+            if rid is None:
+                raise fail(f"{db} holds no run")
+            loaded = [Task.model_validate_json(s) for s in r.task_specs(rid).values()]
+        source = f"{db}, run {rid}"
+    from ..sim import HeldOutError
+
+    try:
+        st = export_rl(loaded, out, split_by=split_by, eval_fraction=eval_fraction,  # type: ignore[arg-type]
+                       source=source, tools=toolset(tools), held_out=names(held_out))
+    except HeldOutError as exc:
+        raise fail(str(exc)) from None
+    console.print(f"wrote {st.written} prompts to {out}", highlight=False)
+
+
+train_app = typer.Typer(no_args_is_help=True, help="Train a model (needs the train extra).")
+app.add_typer(train_app, name="train")
+
+
+@train_app.command("sft")
+def train_sft_cmd(
+    model: Annotated[str, typer.Option(help="Hugging Face id or folder, or a .gguf file")],
+    data: Annotated[Path, typer.Option(help="Folder written by `coworkenv export sft`")],
+    out: Annotated[Path, typer.Option(help="Checkpoint folder")],
+    steps: Annotated[int, typer.Option(min=1, help="Optimizer steps")] = 30,
+    learning_rate: Annotated[float, typer.Option(help="Learning rate")] = 5e-5,
+    batch_size: Annotated[int, typer.Option(min=1, help="Per-device batch size")] = 2,
+    max_length: Annotated[int, typer.Option(min=64, help="Tokens per example")] = 2048,
+    lora: Annotated[bool, typer.Option(help="Train LoRA adapters (peft)")] = False,
+    gpu: Annotated[bool, typer.Option(help="Train on the accelerator (bf16, gradient "
+                                      "checkpointing); default CPU")] = False,
+) -> None:
+    """Supervised fine-tuning on teacher demonstrations with TRL (assistant-only loss)."""
+    _train_imports("train sft")
+    from ..training.sft import SFTOptions, train_sft
+
+    if not (data / "train.jsonl").exists():
+        raise fail(f"--data: {data / 'train.jsonl'} not found (run `coworkenv export sft`)")
+    from ..outputs import IncompleteOutputError
+    from ..sim import HeldOutError
+
+    try:
+        res = train_sft(model, data, out, SFTOptions(steps, learning_rate, batch_size,
+                                                     max_length, lora, cpu=not gpu))
+    except (HeldOutError, IncompleteOutputError) as exc:
+        raise fail(str(exc)) from None
+    losses = res["losses"]
+    console.print(f"trained {len(losses)} steps: loss {losses[0]:.4f} -> {losses[-1]:.4f}; "
+                  f"checkpoint {res['checkpoint']}", highlight=False)
+
+
+def _train_imports(what: str) -> None:
+    try:
+        import trl  # noqa: F401
+    except ImportError as exc:
+        raise fail(f"{what} needs the train extra: pip install -e '.[train]' ({exc})") from None
+
+
+@train_app.command("grpo")
+def train_grpo_cmd(
+    model: Annotated[str, typer.Option(help="Hugging Face id or folder (e.g. an SFT "
+                                       "checkpoint), or a .gguf file")],
+    tasks: Annotated[list[Path], typer.Option("--tasks", help="Task files or folders to roll "
+                                              "out (RL prompts)")],
+    out: Annotated[Path, typer.Option(help="Checkpoint folder")],
+    db: Annotated[Path, typer.Option(help="SQLite file the rollout episodes are recorded in")]
+    = Path("runs/coworkenv.db"),
+    only: Annotated[list[str] | None, typer.Option(help="Only these task ids")] = None,
+    families: Annotated[str | None, typer.Option(help="Only these families, comma-separated")]
+    = None,
+    held_out: Annotated[str | None, typer.Option(help="Never train on these families or task "
+                                                 "ids, comma-separated (the evaluation's; as "
+                                                 "`export --held-out`)")] = None,
+    steps: Annotated[int, typer.Option(min=1, help="Optimizer steps")] = 2,
+    learning_rate: Annotated[float, typer.Option(help="Learning rate")] = 1e-6,
+    batch_size: Annotated[int, typer.Option(min=1, help="Rollouts per step (a multiple of "
+                                            "--num-generations)")] = 2,
+    num_generations: Annotated[int, typer.Option(min=2, help="Rollouts per prompt (the GRPO "
+                                                 "group)")] = 2,
+    max_completion_length: Annotated[int, typer.Option(min=16, help="Tokens per rollout "
+                                                       "(model turns and tool results)")] = 256,
+    max_tool_calls: Annotated[int, typer.Option(min=1, help="Tool-calling iterations per "
+                                                "rollout")] = 6,
+    temperature: Annotated[float, typer.Option(help="Sampling temperature")] = 1.0,
+    beta: Annotated[float, typer.Option(help="KL coefficient (0: no reference model)")] = 0.0,
+    reward_weights: Annotated[str, typer.Option(help="Weights of score,completion,safety,"
+                                                "robustness")] = "1,0,0,0",
+    tools: Annotated[str, typer.Option(help="Tools each episode offers: `reference` (those "
+                                       "its reference solution calls), or tool/app names")]
+    = "reference",
+    use_vllm: Annotated[bool, typer.Option(help="Generate with vLLM (GPU hosts)")] = False,
+    vllm_mode: Annotated[str, typer.Option(help="colocate | server")] = "colocate",
+    gpu: Annotated[bool, typer.Option(help="Train on the accelerator (bf16); default CPU")]
+    = False,
+    run_id: Annotated[str | None, typer.Option(help="Run id of the rollout episodes")] = None,
+) -> None:
+    """GRPO with TRL where every rollout is a live, recorded coworkenv episode, rewarded
+    with its grade (score, completion, safety, robustness logged separately)."""
+    _train_imports("train grpo")
+    from ..training.grpo import GRPOOptions, train_grpo
+
+    loaded = select_tasks(load(tasks), only, families)
+    excluded = set(names(held_out) or [])
+    loaded = [t for t in loaded if t.family not in excluded and t.id not in excluded]
+    if not loaded:
+        raise fail("no task left to train on (check --only / --families / --held-out)")
+    try:
+        weights = tuple(float(x) for x in reward_weights.split(","))
+    except ValueError:
+        weights = ()
+    if len(weights) != 4:
+        raise fail(f"--reward-weights: expected 4 numbers (score,completion,safety,robustness), "
+                    f"got {reward_weights!r}")
+    if batch_size % num_generations:
+        raise fail(f"--batch-size ({batch_size}) must be a multiple of --num-generations "
+                    f"({num_generations})")
+    opts = GRPOOptions(steps=steps, learning_rate=learning_rate, batch_size=batch_size,
+                       num_generations=num_generations,
+                       max_completion_length=max_completion_length, max_tool_calls=max_tool_calls,
+                       temperature=temperature, beta=beta,
+                       reward_weights=weights,  # type: ignore[arg-type]
+                       tools=toolset(tools), use_vllm=use_vllm, vllm_mode=vllm_mode, cpu=not gpu)
+    from ..sim import HeldOutError
+    from ..training.export import refuse_held_out
+
+    try:
+        refuse_held_out("train grpo", loaded)  # (before the model is loaded)
+    except HeldOutError as exc:
+        raise fail(str(exc)) from None
+    res = train_grpo(model, loaded, out, db, opts, run_id=run_id)
+    r = res["rewards"]
+    console.print(f"trained {steps} GRPO steps on {len(loaded)} task(s); reward per step: "
+                  + "; ".join(f"{k} {[round(v, 3) for v in vals]}" for k, vals in r.items())
+                  + f"; rollouts: run {res['rollout_run']} in {db}; checkpoint {out}",
+                  highlight=False)
+
+
+@app.command()
+def serve(
+    model: Annotated[str, typer.Option(help="Checkpoint folder or hub id, or a .gguf file")],
+    host: Annotated[str, typer.Option(help="Address to listen on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port")] = 8000,
+    name: Annotated[str | None, typer.Option(help="Model name clients use (default: the "
+                                             "folder's name)")] = None,
+) -> None:
+    """Serve a checkpoint as an OpenAI-compatible chat endpoint (transformers; the chat
+    template and tool-call parser training uses), for `coworkenv run --agent openai:NAME`."""
+    _train_imports("serve")
+    from ..training.serve import ChatModel, ChatServer
+
+    m = ChatModel(model, name=name or "")
+    srv = ChatServer(m, host, port)
+    console.print(f"serving {m.name} (checkpoint {m.path}, weights sha256 {m.sha}) at "
+                  f"{srv.base_url}", highlight=False)
+    with contextlib.suppress(KeyboardInterrupt):
+        srv.serve_forever()
