@@ -112,16 +112,97 @@ def load(paths: list[Path]) -> list[Any]:
         raise fail(str(exc)) from None
 
 
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def _is_sqlite(path: Path) -> bool:
+    with path.open("rb") as f:
+        return f.read(16) == SQLITE_HEADER
+
+
+def existing_db(db: Path, option: str = "--db") -> Path:
+    """A store to read: an SQLite file that exists."""
+    if not db.exists():
+        raise fail(f"{option} {db}: no such file (`coworkenv run` or `coworkenv demo` records "
+                   "one)")
+    if db.is_dir():
+        raise fail(f"{option} {db}: is a folder; give the SQLite file of a store (e.g. "
+                   "runs/coworkenv.db)")
+    if not _is_sqlite(db):
+        raise fail(f"{option} {db}: not an SQLite database")
+    return db
+
+
+def writable_db(db: Path, option: str = "--db") -> Path:
+    """A store to record into: new, or an SQLite file; never a folder or another file."""
+    if db.is_dir():
+        raise fail(f"{option} {db}: is a folder; give a file name (e.g. {db / 'coworkenv.db'})")
+    if db.exists() and db.stat().st_size and not _is_sqlite(db):
+        raise fail(f"{option} {db}: exists and is not an SQLite database; give another file")
+    if db.parent.exists() and not db.parent.is_dir():
+        raise fail(f"{option} {db}: {db.parent} is a file, not a folder")
+    return db
+
+
+def output_file(path: Path, option: str) -> Path:
+    """A file to write (its folder is made): never a folder."""
+    if path.is_dir():
+        raise fail(f"{option} {path}: is a folder; give a file name (e.g. "
+                   f"{path / 'tasks.jsonl'})")
+    if any(p.exists() and not p.is_dir() for p in path.parents):
+        raise fail(f"{option} {path}: a parent of it is a file")
+    return path
+
+
+def output_folder(path: Path, option: str) -> Path:
+    """A folder to write into (made when missing): never a file."""
+    if path.exists() and not path.is_dir():
+        raise fail(f"{option} {path}: is a file; give a folder")
+    return path
+
+
+def known_run(reader: Any, run_id: str | None, db: Path, option: str = "--run") -> str:
+    """The run asked for (default: the latest), which must be in the store."""
+    runs = [r["run_id"] for r in reader.runs()]
+    if run_id is None:
+        if not runs:
+            raise fail(f"--db {db}: holds no run")
+        latest: str = reader.latest_run()
+        return latest
+    if run_id not in runs:
+        shown = ", ".join(runs[:5]) + (f" and {len(runs) - 5} more" if len(runs) > 5 else "")
+        raise fail(f"{option} {run_id}: no such run in {db} (runs: {shown or 'none'})")
+    return run_id
 
 
 def open_reader(db: Path) -> Any:
     from ..store import Reader, StoreError
 
+    existing_db(db)
     try:
         return Reader(db)
     except StoreError as exc:
-        raise fail(str(exc)) from None
+        raise fail(f"--db {db}: {exc}") from None
 
+
+def reachable(base_url: str | None, option: str = "--base-url") -> None:
+    """An OpenAI-compatible endpoint answers (any HTTP answer will do): checked before a run
+    whose every episode would otherwise fail at its first model call."""
+    if not base_url:
+        return
+    import openai
+
+    client = openai.OpenAI(base_url=base_url, api_key="probe", max_retries=0, timeout=10.0)
+    try:
+        client.models.list()
+    except openai.APIStatusError:
+        pass  # it answered (an error status is still a server)
+    except openai.APIConnectionError as exc:
+        cause = exc.__cause__ or exc
+        raise fail(f"{option} {base_url}: no server answers ({type(cause).__name__}: {cause}); "
+                   "start one (e.g. `coworkenv serve`) or check the address") from None
+    except openai.APIError:
+        pass  # it answered, if not quite as OpenAI does; the run will say more
 
 
 def first_leaf(group: BaseExceptionGroup[Any]) -> BaseException:

@@ -15,8 +15,10 @@ from ._common import (
     Column,
     app,
     console,
+    existing_db,
     fail,
     failed_cell,
+    known_run,
     load,
     num,
     open_reader,
@@ -124,7 +126,9 @@ def regrade(
     from ..sim.report import regrade_store
     from ..store import EventStore
 
-    open_reader(db).close()
+    with open_reader(db) as r:
+        if run_id is not None:
+            known_run(r, run_id, db)
     loaded = load(tasks) if tasks else None
 
     async def go() -> dict[str, int]:
@@ -185,6 +189,8 @@ def eval_(
             _show_episode(reader, episode)
             return
         if compare is not None:
+            for rid in compare:
+                known_run(reader, rid, db, "--compare")
             a, b = (reader.scheduled_episodes(r) for r in compare)
             for rid, rows in zip(compare, (a, b), strict=True):
                 if not rows:
@@ -198,9 +204,7 @@ def eval_(
                 f.write(json.dumps(diff, indent=2))
             console.print(f"wrote {dest}")
             return
-        rid = run_id or reader.latest_run()
-        if rid is None:
-            raise fail(f"{db} holds no run")
+        rid = known_run(reader, run_id, db)
         rows = reader.scheduled_episodes(rid)
         membership = task_sets(named, reader.task_specs(rid))
     if not rows:
@@ -306,6 +310,7 @@ def view(
     from ..store import StoreError
     from ..viewer import ViewerServer
 
+    existing_db(db)
     try:
         server = ViewerServer(db, host, port)
     except (StoreError, OSError) as exc:

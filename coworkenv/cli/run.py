@@ -31,8 +31,10 @@ from ._common import (
     num,
     overall_line,
     print_table,
+    reachable,
     select_tasks,
     toolset,
+    writable_db,
 )
 
 
@@ -71,6 +73,9 @@ def _execute(tasks: list[Any], *, agent: str, db: Path, bus_url: str, trials: in
     from ..store import EventStore, LeaseHeldError, Reader
 
     mo = models or ModelOptions()
+    writable_db(db)
+    if clock not in ("virtual", "wall"):
+        raise fail(f"--clock: expected virtual or wall, got {clock!r}")
     try:
         spec = parse_agent(agent)
         if spec.kind == "remote" and bus_url.startswith("mqtt"):
@@ -84,6 +89,11 @@ def _execute(tasks: list[Any], *, agent: str, db: Path, bus_url: str, trials: in
         bus = open_bus(bus_url)
     except (ValueError, BusError) as exc:
         raise fail(str(exc)) from None
+    if spec.kind == "openai":
+        reachable(mo.base_url)
+    if mo.cast != "scripted":
+        reachable(mo.cast_base_url or mo.base_url,
+                  "--cast-base-url" if mo.cast_base_url else "--base-url")
     if processes > 1 and spec.kind == "remote":
         raise fail("--processes: remote agents already run in their own worker processes; "
                     "use --processes 1 with --agent remote")
@@ -229,7 +239,8 @@ def _resume_command(rid: str) -> str:
     return shlex.join(["coworkenv", *kept, "--run-id", rid, "--resume"])
 
 
-def _run_summary(rid: str, db: Path, this_call: int, allow_errors: bool) -> None:
+def _run_summary(rid: str, db: Path, this_call: int, allow_errors: bool,
+                 this_call_failed: int = 0) -> None:
     """The run's result over every scheduled (task, trial), read back from the store."""
     from ..sim.report import summarize
     from ..store import Reader
@@ -253,6 +264,10 @@ def _run_summary(rid: str, db: Path, this_call: int, allow_errors: bool) -> None
     if o["errors"] and not allow_errors:
         raise fail(f"{o['errors']} episode(s) failed in the simulator (not the agent); "
                     "see above, or pass --allow-errors", 1)
+    if this_call and this_call_failed == this_call:
+        raise fail(f"every episode of this call ({this_call}) failed at the agent boundary; "
+                   "see above: the agent could not act at all (its model endpoint, or no "
+                   "remote worker)", 1)
 
 
 TABLES = ("auto", "full", "family", "none")
@@ -413,7 +428,8 @@ def run(
                             processes=processes)
     if not quiet:
         _print_results(table, results, loaded, rid, db, f"{rid} -> {db}")
-    _run_summary(rid, db, len(results), allow_errors)
+    _run_summary(rid, db, len(results), allow_errors,
+                 sum(1 for r in results if r.status == "failed" and r.failure_boundary == "agent"))
 
 
 @app.command()

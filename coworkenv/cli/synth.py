@@ -15,6 +15,8 @@ from ._common import (
     console,
     err,
     fail,
+    output_file,
+    reachable,
 )
 
 
@@ -30,8 +32,7 @@ def tools(
     elif fmt == "markdown":
         sys.stdout.write(markdown_table() + "\n")
     else:
-        err.print(f"[red]--format: expected 'openai' or 'markdown', got {fmt!r}[/red]")
-        raise typer.Exit(2)
+        raise fail(f"--format: expected 'openai' or 'markdown', got {fmt!r}")
 
 
 @app.command()
@@ -78,6 +79,7 @@ def synth(
         synthesize,
     )
 
+    output_file(out, "--out")
     try:
         reqs = [load_requirement(p) for p in requirements]
     except TaskFileError as exc:
@@ -94,6 +96,7 @@ def synth(
             raise fail(str(exc)) from None
         if not model:
             raise fail("--model is required with --generator openai")
+        reachable(base_url)
         shown = [json.loads(t.model_dump_json(exclude_defaults=True))
                  for t in builtin_tasks()[:examples]]
         gen = OpenAIPlanGenerator(ep, seed=seed) if generator == "openai" else \
@@ -139,6 +142,9 @@ def synth(
                   f"{summary['validity_after_repair']:.3f}, mean rounds "
                   f"{summary['mean_rounds']:.2f}, rejections {summary['rejection_reasons']}; "
                   f"{len(attempts)} attempts in {attempts_path}", highlight=False)
+    if not specs:
+        raise fail(f"the {generator} generator produced no valid task; the attempts and why "
+                   f"each was rejected are in {attempts_path}", 1)
 
 
 @app.command()
@@ -164,6 +170,11 @@ def validate(
 
     items: list[tuple[str, Any]] = []
     unreadable: list[tuple[str, Report]] = []
+    for path in files:
+        if not path.exists():
+            raise fail(f"{path}: no such file or folder")
+        if path.is_dir() and not task_files(path):
+            raise fail(f"{path}: a folder without task files (.yaml, .yml, .json, .jsonl)")
     for f in (f for path in files for f in task_files(path)):
         try:
             items += read_task_items(f, lenient=True)

@@ -13,11 +13,14 @@ from ._common import (
     app,
     console,
     fail,
+    known_run,
     load,
     names,
     open_reader,
+    output_folder,
     select_tasks,
     toolset,
+    writable_db,
 )
 
 export_app = typer.Typer(no_args_is_help=True, help="Export training data from the store.")
@@ -42,10 +45,19 @@ def export_sft_cmd(
 
     if split_by not in ("task", "family"):
         raise fail(f"--split-by: expected task or family, got {split_by!r}")
-    open_reader(db).close()
-    st = export_sft(db, out, run=run_id, min_score=min_score, split_by=split_by,  # type: ignore[arg-type]
-                    eval_fraction=eval_fraction, teachers_only=not all_roles,
-                    held_out=names(held_out))
+    from ..training.export import NothingToExportError
+
+    output_folder(out, "--out")
+    with open_reader(db) as r:
+        if run_id is not None:
+            known_run(r, run_id, db)
+    try:
+        st = export_sft(db, out, run=run_id, min_score=min_score, split_by=split_by,  # type: ignore[arg-type]
+                        eval_fraction=eval_fraction, teachers_only=not all_roles,
+                        held_out=names(held_out))
+    except NothingToExportError as exc:
+        raise fail(f"{exc} (--min-score {min_score}"
+                   f"{'' if all_roles else ', teacher runs only; --all-roles for any'})") from None
     console.print(f"wrote {st.written} rows to {out} ({st.considered} considered, excluded "
                   f"{dict(st.excluded)})", highlight=False)
 
@@ -69,14 +81,13 @@ def export_rl_cmd(
 
     if (tasks is None) == (db is None):
         raise fail("give exactly one of --tasks or --db")
+    output_folder(out, "--out")
     if tasks is not None:
         loaded, source = load(tasks), ", ".join(map(str, tasks))
     else:
         assert db is not None
         with open_reader(db) as r:
-            rid = run_id or r.latest_run()
-            if rid is None:
-                raise fail(f"{db} holds no run")
+            rid = known_run(r, run_id, db)
             loaded = [Task.model_validate_json(s) for s in r.task_specs(rid).values()]
         source = f"{db}, run {rid}"
     from ..sim import HeldOutError
@@ -108,8 +119,9 @@ def train_sft_cmd(
 ) -> None:
     """Supervised fine-tuning on teacher demonstrations with TRL (assistant-only loss)."""
     _train_imports("train sft")
-    from ..training.sft import SFTOptions, train_sft
+    from ..training.sft import NothingToTrainError, SFTOptions, train_sft
 
+    output_folder(out, "--out")
     if not (data / "train.jsonl").exists():
         raise fail(f"--data: {data / 'train.jsonl'} not found (run `coworkenv export sft`)")
     from ..outputs import IncompleteOutputError
@@ -118,7 +130,7 @@ def train_sft_cmd(
     try:
         res = train_sft(model, data, out, SFTOptions(steps, learning_rate, batch_size,
                                                      max_length, lora, cpu=not gpu))
-    except (HeldOutError, IncompleteOutputError) as exc:
+    except (HeldOutError, IncompleteOutputError, NothingToTrainError) as exc:
         raise fail(str(exc)) from None
     losses = res["losses"]
     console.print(f"trained {len(losses)} steps: loss {losses[0]:.4f} -> {losses[-1]:.4f}; "
@@ -175,6 +187,8 @@ def train_grpo_cmd(
     _train_imports("train grpo")
     from ..training.grpo import GRPOOptions, train_grpo
 
+    writable_db(db)
+    output_folder(out, "--out")
     loaded = select_tasks(load(tasks), only, families)
     excluded = set(names(held_out) or [])
     loaded = [t for t in loaded if t.family not in excluded and t.id not in excluded]

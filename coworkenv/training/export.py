@@ -35,6 +35,16 @@ class ExportStats:
     excluded: Counter[str] = field(default_factory=Counter)
 
 
+class NothingToExportError(ValueError):
+    """No episode passed the export's filters; nothing was written."""
+
+    def __init__(self, stats: ExportStats) -> None:
+        self.stats = stats
+        why = ", ".join(f"{n} {k}" for k, n in stats.excluded.most_common()) or "none recorded"
+        super().__init__(f"no demonstration to export: {stats.considered} graded episode(s) "
+                         f"considered, excluded: {why}")
+
+
 def _split(key: str, eval_fraction: float, held_out: frozenset[str] | None = None) -> str:
     """A stable train/eval assignment of a task id or family: the named ``held_out`` keys when
     given, else a hash of the key against ``eval_fraction``."""
@@ -131,6 +141,8 @@ def export_sft(db: Path, out: Path, *, run: str | None = None, min_score: float 
                 "episode_id": g["episode_id"],
                 "run_id": g["run_id"], "score": g["score"]})
     stats.written = {k: len(v) for k, v in rows.items()}
+    if not sum(stats.written.values()):
+        raise NothingToExportError(stats)  # (before anything is written)
     with atomic_folder(out) as tmp:  # swapped in whole: a killed export leaves the old one
         _write(tmp, rows)
         _finish_sft(tmp, stats, db, run, teachers_only, min_score, split_by, held_out,

@@ -65,6 +65,10 @@ def _rows(path: Path) -> list[dict[str, Any]]:
     return [{"messages": r["messages"], "tools": r["tools"]} for r in rows]
 
 
+class NothingToTrainError(ValueError):
+    """Every demonstration was dropped before training (too long for ``max_length``)."""
+
+
 def train_sft(model: str, data: Path, out: Path, options: SFTOptions | None = None) -> dict[str, Any]:
     """Train; return the log history (losses per step) and where the checkpoint is."""
     import datasets
@@ -95,6 +99,13 @@ def train_sft(model: str, data: Path, out: Path, options: SFTOptions | None = No
                                  task_type="CAUSAL_LM")
     trainer = SFTTrainer(model=lm, args=cfg, train_dataset=ds, processing_class=tok,
                          peft_config=peft_config)
+    kept = trainer.train_dataset
+    if kept is not None and hasattr(kept, "__len__") and len(kept) == 0:
+        raise NothingToTrainError(
+            f"{data / 'train.jsonl'}: none of its {len(demonstrations)} demonstration(s) has "
+            f"an assistant turn within max_length {o.max_length} tokens (TRL dropped every "
+            "row); raise max_length, or record shorter demonstrations (fewer tools offered: "
+            "`run --tools reference`)")
     trainer.train()
     trainer.save_model(str(out))
     tok.save_pretrained(str(out))

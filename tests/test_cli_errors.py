@@ -1,0 +1,118 @@
+"""Every user mistake is one line on stderr, with the argument and the fix, a meaningful exit
+code, no traceback, and no file left behind."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CLI = [sys.executable, "-m", "coworkenv.cli"]
+TASKS = str(ROOT / "coworkenv" / "builtin_tasks")
+REQ = str(ROOT / "examples" / "workflows" / "finance-approvals.yaml")
+DEAD = "http://127.0.0.1:9/v1"  # (the discard port: nothing listens)
+
+# (arguments, exit code, what the one line must say); run in a folder holding `adir/` (an
+# empty folder), `README.md` (not a database) and `ok.db` (a store with one demo run)
+CASES: list[tuple[list[str], int, str]] = [
+    (["validate", "adir"], 2, "adir: a folder without task files"),
+    (["validate", "nope.yaml"], 2, "nope.yaml: no such file or folder"),
+    (["synth", "adir", "--out", "s.jsonl"], 2, "adir: is a folder"),
+    (["synth", REQ, "--out", "adir", "--n", "1"], 2, "--out adir: is a folder"),
+    (["synth", REQ, "--out", "s.jsonl", "--generator", "openai", "--model", "m",
+      "--base-url", DEAD], 2, f"--base-url {DEAD}: no server answers"),
+    (["eval", "--db", "adir"], 2, "--db adir: is a folder"),
+    (["eval", "--db", "README.md"], 2, "--db README.md: not an SQLite database"),
+    (["eval", "--db", "nope.db"], 2, "--db nope.db: no such file"),
+    (["eval", "--db", "ok.db", "--k", "5"], 2, "--k: expected 1..1"),
+    (["eval", "--db", "ok.db", "--run", "nope"], 2, "--run nope: no such run in ok.db"),
+    (["eval", "--db", "ok.db", "--compare", "nope", "other"], 2, "--compare nope: no such run"),
+    (["eval", "--db", "ok.db", "--set", "oops"], 2, "--set: expected NAME=PATH"),
+    (["replay", "--db", "adir", "--episode", "x"], 2, "--db adir: is a folder"),
+    (["replay", "--db", "ok.db", "--episode", "x"], 2, "x"),
+    (["regrade", "--db", "adir"], 2, "--db adir: is a folder"),
+    (["regrade", "--db", "ok.db", "--run", "nope"], 2, "--run nope: no such run"),
+    (["view", "--db", "nope.db"], 2, "--db nope.db: no such file"),
+    (["export", "sft", "--db", "adir", "--out", "ex"], 2, "--db adir: is a folder"),
+    (["export", "sft", "--db", "ok.db", "--run", "nope", "--out", "ex"], 2,
+     "--run nope: no such run"),
+    (["export", "sft", "--db", "ok.db", "--out", "README.md"], 2, "--out README.md: is a file"),
+    (["export", "sft", "--db", "ok.db", "--out", "ex", "--min-score", "2"], 2,
+     "no demonstration to export"),
+    (["export", "rl", "--db", "ok.db", "--run", "nope", "--out", "ex"], 2,
+     "--run nope: no such run"),
+    (["run", "--tasks", TASKS, "--db", "adir"], 2, "--db adir: is a folder"),
+    (["run", "--tasks", TASKS, "--db", "README.md"], 2, "--db README.md: exists and is not an "
+     "SQLite database"),
+    (["run", "--tasks", "nope.yaml"], 2, "nope.yaml: no such file or folder"),
+    (["run", "--tasks", "adir"], 2, "adir: no .yaml, .yml, .json or .jsonl task files here"),
+    (["run", "--tasks", TASKS, "--clock", "slow"], 2, "--clock: expected virtual or wall"),
+    (["run", "--tasks", TASKS, "--agent", "bogus"], 2, "--agent: expected"),
+    (["run", "--tasks", TASKS, "--agent", "openai:m", "--base-url", DEAD], 2,
+     f"--base-url {DEAD}: no server answers"),
+    (["run", "--tasks", TASKS, "--agent", "openai:m"], 2, "--base-url is required"),
+    (["run", "--tasks", TASKS, "--only", "nope"], 2, "--only: no task ['nope']"),
+    (["run", "--tasks", TASKS, "--families", "nope"], 2, "--families: no task of family"),
+    (["run", "--tasks", TASKS, "--table", "wide"], 2, "--table: expected one of"),
+    (["run", "--tasks", TASKS, "--faults", "2"], 2, "--faults: expected a rate"),
+    (["run", "--tasks", TASKS, "--tools", "fax"], 2, "--tools: ['fax'] are neither"),
+    (["run", "--tasks", TASKS, "--run-id", "a/b"], 2, "run id 'a/b'"),
+    (["run", "--tasks", TASKS, "--db", "fresh.db", "--resume"], 2,
+     "--resume: fresh.db does not exist"),
+    (["tools", "--format", "xml"], 2, "--format: expected"),
+    (["schema", "workflow"], 2, "schema: expected 'task'"),
+]
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A store with one demo run, made once and copied into each case's folder."""
+    where = tmp_path_factory.mktemp("ok")
+    subprocess.run([*CLI, "demo", "--db", str(where / "ok.db")], cwd=where, check=True,
+                   capture_output=True, timeout=300)
+    return where / "ok.db"
+
+
+def _files(folder: Path) -> set[str]:
+    # (-wal and -shm: SQLite's own files beside a database that was opened)
+    return {str(p.relative_to(folder)) for p in folder.rglob("*")
+            if not p.name.endswith(("-wal", "-shm"))}
+
+
+@pytest.mark.parametrize(("args", "code", "says"), CASES,
+                         ids=[" ".join(a[:3]).replace(str(ROOT), "") for a, _, _ in CASES])
+def test_a_mistake_is_one_line_and_leaves_nothing(tmp_path: Path, store: Path, args: list[str],
+                                                  code: int, says: str) -> None:
+    (tmp_path / "adir").mkdir()
+    (tmp_path / "README.md").write_text("# not a database\n")
+    shutil.copy(store, tmp_path / "ok.db")
+    before = _files(tmp_path)
+    r = subprocess.run([*CLI, *args], cwd=tmp_path, capture_output=True, text=True,
+                       timeout=120, stdin=subprocess.DEVNULL)
+    lines = [x for x in r.stderr.splitlines() if x.strip()]
+    assert r.returncode == code, r.stderr
+    assert len(lines) == 1 and lines[0].startswith("error: "), r.stderr
+    assert says in lines[0], lines[0]
+    assert "Traceback" not in r.stderr + r.stdout
+    assert _files(tmp_path) == before, "left behind: " + str(_files(tmp_path) - before)
+
+
+def test_exit_codes_say_what_happened(tmp_path: Path) -> None:
+    """0: everything ran (an agent that scores 0 is not an error); 1: every episode failed at
+    the agent (its model answers only errors)."""
+    from coworkenv.agents.fake_openai import Reply, ScriptedOpenAIServer
+
+    base = [*CLI, "run", "--tasks", TASKS, "--only", "sched-conflict-move", "--quiet"]
+    noop = subprocess.run([*base, "--agent", "noop", "--db", "n.db"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert noop.returncode == 0 and "score 0.000" in noop.stdout, noop.stderr
+    with ScriptedOpenAIServer(default=Reply(status=400)) as srv:
+        broken = subprocess.run([*base, "--agent", "openai:m", "--base-url", srv.base_url,
+                                 "--db", "b.db"], cwd=tmp_path, capture_output=True, text=True,
+                                timeout=120)
+    assert broken.returncode == 1, broken.stdout + broken.stderr
+    assert "every episode of this call (1) failed at the agent boundary" in broken.stderr
