@@ -71,7 +71,7 @@ def main() -> None:
             n_events = r.conn.execute("SELECT count(*) FROM events").fetchone()[0]
             ids = [e.episode_id for e in r.episodes("big")]
         rng = random.Random(7)
-        sample = rng.sample(ids, 200)
+        sample = rng.sample(ids, min(200, len(ids)))
         t0 = time.perf_counter()
         replayed = 0
         with Reader(db) as r:

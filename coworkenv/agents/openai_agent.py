@@ -22,7 +22,7 @@ import openai
 
 from ..bus import Envelope
 from ..sim.actor import Actor, ActorContext
-from ..sim.errors import EpisodeFailure
+from ..sim.errors import Boundary, EpisodeFailure
 from ..workspace import REGISTRY
 from .chat import WAIT_RESULT, agent_tools, assistant_message, opening, render_incoming
 
@@ -70,8 +70,10 @@ class Endpoint:
                                          http_client=_http_client(self.max_concurrency * 2))
         self.limit = anyio.Semaphore(self.max_concurrency)
 
-    async def complete(self, request: dict[str, Any]) -> tuple[Any, float]:
-        """One chat completion with retries; returns (response, seconds)."""
+    async def complete(self, request: dict[str, Any],
+                       boundary: Boundary = "agent") -> tuple[Any, float]:
+        """One chat completion with retries; returns (response, seconds). A failure is
+        attributed to ``boundary``: the agent's, or a simulated person's whose model it is."""
         last: Exception | None = None
         for attempt in range(self.max_retries + 1):
             if attempt:
@@ -87,9 +89,10 @@ class Endpoint:
                     openai.InternalServerError, openai.RateLimitError) as exc:
                 last = exc
             except openai.APIStatusError as exc:
-                raise EpisodeFailure("agent", f"model endpoint {self.base_url} refused the "
+                raise EpisodeFailure(boundary, f"model endpoint {self.base_url} refused the "
                                      f"request: HTTP {exc.status_code}: {exc.message}") from None
-        raise EpisodeFailure("agent", f"model endpoint {self.base_url} failed {self.max_retries + 1}"
+        raise EpisodeFailure(boundary, f"model endpoint {self.base_url} failed "
+                             f"{self.max_retries + 1}"
                              f" times: {type(last).__name__}: {last}")
 
 

@@ -42,7 +42,8 @@ class LLMPerson(ScriptedPerson):
         request = {"model": self.endpoint.model, "temperature": self.endpoint.temperature,
                    "max_tokens": 120,
                    "messages": [{"role": "system", "content": self.system()}, *self.history]}
-        resp, seconds = await self.endpoint.complete(request)
+        resp, seconds = await self.endpoint.complete(  # (its failure is the simulator's)
+            request, "user" if self.role == "user" else "coworker")
         text = ((resp.choices[0].message.content if resp.choices else "") or "").strip()
         ctx.record("persona.model_call", {"person": self.member.person, "request": request,
                                           "reply": text, "latency_s": round(seconds, 4)})

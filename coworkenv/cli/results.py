@@ -29,8 +29,8 @@ from ._common import (
 
 @app.command()
 def replay(
-    db: Annotated[Path, typer.Option(help=DB_HELP)],
     episode: Annotated[str, typer.Option(help="Episode id")],
+    db: Annotated[Path, typer.Option(help=DB_HELP)] = Path("runs/coworkenv.db"),
     hash_: Annotated[bool, typer.Option("--hash", help="Print the event-sequence hash and the "
                                         "final workspace hash, rebuilt from the log")] = False,
     at: Annotated[int | None, typer.Option(help="Print the workspace as it was at this seq")]
@@ -114,7 +114,7 @@ def replay(
 
 @app.command()
 def regrade(
-    db: Annotated[Path, typer.Option(help=DB_HELP)],
+    db: Annotated[Path, typer.Option(help=DB_HELP)] = Path("runs/coworkenv.db"),
     tasks: Annotated[list[Path] | None, typer.Option("--tasks", help="Task files to grade "
                                                      "with (default: the specs the run used)")]
     = None,
@@ -313,8 +313,10 @@ def view(
     existing_db(db)
     try:
         server = ViewerServer(db, host, port)
-    except (StoreError, OSError) as exc:
-        raise fail(f"{db}: {exc}") from None
+    except StoreError as exc:
+        raise fail(f"--db {db}: {exc}") from None
+    except OSError as exc:  # the address: in use, or not this host's
+        raise fail(f"--host {host} --port {port}: {exc.strerror or exc}") from None
     h, p = str(server.server_address[0]), server.server_address[1]
     console.print(f"coworkenv viewer on http://{h}:{p}/ (read-only {db}); Ctrl-C stops it",
                   highlight=False)

@@ -29,8 +29,8 @@ app.add_typer(export_app, name="export")
 
 @export_app.command("sft")
 def export_sft_cmd(
-    db: Annotated[Path, typer.Option(help=DB_HELP)],
     out: Annotated[Path, typer.Option(help="Folder for train/eval JSONL (and a HF dataset)")],
+    db: Annotated[Path, typer.Option(help=DB_HELP)] = Path("runs/coworkenv.db"),
     run_id: Annotated[str | None, typer.Option("--run", help="Only this run")] = None,
     min_score: Annotated[float, typer.Option(help="Score a demonstration needs")] = 0.75,
     split_by: Annotated[str, typer.Option(help="task | family")] = "task",

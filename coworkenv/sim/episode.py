@@ -229,10 +229,10 @@ class EpisodeKernel:
     def submit(self, sender: str, to: str, kind: str, payload: dict[str, Any],
                delay: float) -> None:
         if sender == "agent" and kind in AGENT_ACTIONS:
-            self.turns += 1
-            if self.turns > self.task.limits.max_turns:
-                self._stop = self._stop or "max_turns"
+            if self.turns >= self.task.limits.max_turns:  # one action more than allowed:
+                self._stop = self._stop or "max_turns"  # refused, and not counted as a turn
                 return
+            self.turns += 1
         self.clock.schedule(self.clock.now + max(0.0, delay), _Delivery(sender, to, kind, payload))
 
     def note(self, actor: str, kind: str, payload: dict[str, Any]) -> None:

@@ -187,14 +187,22 @@ def test_agent_boundary_failures_count_as_zero(tmp_path: Path) -> None:
 
 
 def test_simulator_errors_fail_the_run_unless_allowed(tmp_path: Path) -> None:
-    base = [*CLI, "run", "--tasks", "examples/tasks", "--only", "triage-laptop", "--clock",
-            "slow", "--quiet"]
-    bad = subprocess.run([*base, "--db", str(tmp_path / "a.db")], capture_output=True,
-                         text=True, timeout=120)
-    assert bad.returncode == 1 and "failed in the simulator" in bad.stdout + bad.stderr
-    ok = subprocess.run([*base, "--db", str(tmp_path / "b.db"), "--allow-errors"],
-                        capture_output=True, text=True, timeout=120)
-    assert ok.returncode == 0 and "1 simulator errors" in " ".join(ok.stdout.split())
+    """A simulated coworker whose model answers only errors fails its episode at the
+    coworker boundary: the simulator's failure, not the agent's (it was once the agent's)."""
+    from coworkenv.agents.fake_openai import Reply, ScriptedOpenAIServer
+
+    with ScriptedOpenAIServer(default=Reply(status=400)) as persona:
+        base = [*CLI, "run", "--tasks", "examples/tasks", "--only", "triage-ask-reporter",
+                "--cast", "llm", "--base-url", persona.base_url, "--quiet"]
+        bad = subprocess.run([*base, "--db", str(tmp_path / "a.db")], capture_output=True,
+                             text=True, timeout=120)
+        assert bad.returncode == 1 and "failed in the simulator" in bad.stdout + bad.stderr, \
+            bad.stdout + bad.stderr
+        assert "failed at the coworker boundary" in bad.stdout
+        ok = subprocess.run([*base, "--db", str(tmp_path / "b.db"), "--allow-errors"],
+                            capture_output=True, text=True, timeout=120)
+    assert ok.returncode == 0 and "1 simulator errors" in " ".join(ok.stdout.split()), \
+        ok.stdout + ok.stderr
 
 
 def test_missing_episodes_count_too() -> None:

@@ -368,3 +368,14 @@ def test_an_episode_is_reported_done_only_once_it_is_committed(tmp_path: Path) -
 
     anyio.run(go)
     assert len(reported) == 5 * len(builtin_tasks()) and not unseen
+
+
+def test_max_turns_is_the_most_turns_an_episode_has(tmp_path: Path) -> None:
+    """The action past the limit ends the episode and is not a turn (it was counted once:
+    `--max-turns 3` reported 4)."""
+    tasks = [t.model_copy(update={"limits": t.limits.model_copy(update={"max_turns": 3})})
+             for t in builtin_tasks()]
+    results = run_sync(tasks, tmp_path / "t.db")
+    assert max(r.turns for r in results) == 3
+    long = [r for r in results if len(next(t for t in tasks if t.id == r.task_id).reference) > 3]
+    assert long and all(r.termination == "max_turns" and r.turns == 3 for r in long)
