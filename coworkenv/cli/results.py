@@ -27,7 +27,7 @@ from ._common import (
 )
 
 
-@app.command()
+@app.command(short_help="Replay an episode: timeline, time travel, diffs.")
 def replay(
     episode: Annotated[str, typer.Option(help="Episode id")],
     db: Annotated[Path, typer.Option(help=DB_HELP)] = Path("runs/coworkenv.db"),
@@ -112,7 +112,7 @@ def replay(
                           f"{body[:110]}", highlight=False, markup=False)
 
 
-@app.command()
+@app.command(short_help="Grade recorded episodes again from their logs.")
 def regrade(
     db: Annotated[Path, typer.Option(help=DB_HELP)] = Path("runs/coworkenv.db"),
     tasks: Annotated[list[Path] | None, typer.Option("--tasks", help="Task files to grade "
@@ -159,7 +159,7 @@ def _summary_table(title: str, groups: dict[str, Any], label: str) -> None:
     print_table(title, cols, rows)
 
 
-@app.command("eval")
+@app.command("eval", short_help="Scores per set, family and capability, with CIs.")
 def eval_(
     db: Annotated[Path, typer.Option(help=DB_HELP)] = Path("runs/coworkenv.db"),
     run_id: Annotated[str | None, typer.Option("--run", help="Run id (default: the latest)")]
@@ -299,7 +299,7 @@ def _show_episode(reader: Any, episode: str) -> None:
     print_table("evidence", cols, rows)
 
 
-@app.command()
+@app.command(short_help="Serve the read-only web viewer of a store.")
 def view(
     db: Annotated[Path, typer.Option(help=DB_HELP)] = Path("runs/coworkenv.db"),
     port: Annotated[int, typer.Option(help="Port (0: any free port)")] = 8765,

@@ -320,7 +320,7 @@ def _print_results(table: str, results: list[Any], tasks: list[Any], rid: str, d
         _family_table(rid, db, f"{title} (by family; --table full for every episode)")
 
 
-@app.command(epilog=EXIT_CODES)
+@app.command(epilog=EXIT_CODES, short_help="Run the built-in tasks with the oracle agent.")
 def demo(
     db: Annotated[Path, typer.Option(help=DB_HELP)] = Path("runs/coworkenv.db"),
     bus: Annotated[str, typer.Option(help=BUS_HELP)] = "memory",
@@ -344,7 +344,7 @@ def demo(
         raise fail(f"{len(failed)} episode(s) failed", 1)
 
 
-@app.command(epilog=EXIT_CODES)
+@app.command(epilog=EXIT_CODES, short_help="Run tasks with an agent; record every episode.")
 def run(
     tasks: Annotated[list[Path], typer.Option("--tasks", metavar="PATH...",
                                               help="Task files or folders (several after one "
@@ -432,7 +432,7 @@ def run(
                  sum(1 for r in results if r.status == "failed" and r.failure_boundary == "agent"))
 
 
-@app.command()
+@app.command(short_help="Serve agent decisions for `run --agent remote`.")
 def worker(
     bus: Annotated[str, typer.Option(help="mqtt://user:pass@host:port/prefix (the same as "
                                      "the runner's)")],

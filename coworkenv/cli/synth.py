@@ -20,7 +20,7 @@ from ._common import (
 )
 
 
-@app.command()
+@app.command(short_help="Print the workspace tool catalog.")
 def tools(
     fmt: Annotated[str, typer.Option("--format", help="openai (JSON list) or markdown")] = "openai",
 ) -> None:
@@ -35,10 +35,11 @@ def tools(
         raise fail(f"--format: expected 'openai' or 'markdown', got {fmt!r}")
 
 
-@app.command()
+@app.command(short_help="Generate validated tasks from workflows or BPMN.")
 def synth(
-    requirements: Annotated[list[Path], typer.Argument(help="Workflow requirement files (YAML) "
-                                                       "or BPMN 2.0 process files (.bpmn)")],
+    requirements: Annotated[list[Path], typer.Argument(
+        metavar="FILE", help="Workflow requirement files (YAML) or BPMN 2.0 process files "
+        "(.bpmn)")],
     out: Annotated[Path, typer.Option(help="Where to write the accepted tasks (JSONL)")],
     generator: Annotated[str, typer.Option(help="procedural (plans of workflow primitives, "
                                            "composed) | families (the five fixed plans) | "
@@ -147,9 +148,9 @@ def synth(
                    f"each was rejected are in {attempts_path}", 1)
 
 
-@app.command()
+@app.command(short_help="Validate task files; prove graders by mutation.")
 def validate(
-    files: Annotated[list[Path], typer.Argument(help="Task files or folders (YAML, JSON, "
+    files: Annotated[list[Path], typer.Argument(metavar="PATH", help="Task files or folders (YAML, JSON, "
                                                 "JSONL)")],
     mutate: Annotated[bool, typer.Option("--mutate", help="Also prove each grader against "
                                          "mutants of the reference solution: sabotaged "
@@ -238,7 +239,7 @@ def _mutation_table(reports: list[Any]) -> None:
                   f"{totals[3]} false positive(s)", highlight=False)
 
 
-@app.command()
+@app.command(short_help="Print the JSON schema of a task file.")
 def schema(
     what: Annotated[str, typer.Argument(help="task")] = "task",
 ) -> None:

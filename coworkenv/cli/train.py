@@ -225,7 +225,7 @@ def train_grpo_cmd(
                   highlight=False)
 
 
-@app.command()
+@app.command(short_help="Serve a checkpoint as an OpenAI-compatible endpoint.")
 def serve(
     model: Annotated[str, typer.Option(help="Checkpoint folder or hub id, or a .gguf file")],
     host: Annotated[str, typer.Option(help="Address to listen on")] = "127.0.0.1",
