@@ -1,4 +1,6 @@
 """coworkenv: synthesize, run, grade and export training environments for AI coworker agents."""
 
+from .errors import CoworkenvError
+
 __version__ = "0.1.0"
-__all__ = ["__version__"]
+__all__ = ["CoworkenvError", "__version__"]

@@ -22,10 +22,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from .errors import CoworkenvError
+
 MANIFEST = "manifest.json"
 
 
-class IncompleteOutputError(Exception):
+class IncompleteOutputError(CoworkenvError):
     """An output that does not match its manifest: cut short or changed after writing."""
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 PUBLIC = {
+    "coworkenv": ["CoworkenvError", "__version__"],
     "coworkenv.bus": ["Bus", "BusClosedError", "BusConnectionError", "BusError", "BusStatistics",
                       "BusTimeoutError", "BusURLError", "Envelope", "KEY_ENV", "MemoryBus", "MqttBus",
                       "Subscription", "SubscriptionStatistics", "bus_key", "new_id", "open_bus",
@@ -42,3 +43,31 @@ def test_ruff() -> None:
 def test_mypy_strict() -> None:
     r = subprocess.run([sys.executable, "-m", "mypy"], cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+ERROR_MODULES = ["coworkenv.bus", "coworkenv.store", "coworkenv.sim", "coworkenv.workspace.errors",
+                 "coworkenv.outputs", "coworkenv.training.errors", "coworkenv.training.export",
+                 "coworkenv.training.sft"]
+
+
+def test_one_error_root() -> None:
+    """Every error class of the package derives from CoworkenvError, and the root's docstring
+    draws each of them."""
+    import re
+
+    from coworkenv import CoworkenvError
+    from coworkenv import errors as root
+
+    found: dict[str, type] = {}
+    for name in ERROR_MODULES:
+        mod = importlib.import_module(name)
+        for attr, value in vars(mod).items():
+            if isinstance(value, type) and issubclass(value, Exception) and \
+                    value.__module__.startswith("coworkenv"):
+                found[attr] = value
+    assert len(found) >= 20, sorted(found)
+    outside = sorted(n for n, c in found.items() if not issubclass(c, CoworkenvError))
+    assert outside == []
+    drawn = set(re.findall(r"\b([A-Z][A-Za-z]+(?:Error|Failure|Interrupted))\b",
+                           root.__doc__ or ""))
+    assert set(found) - {"CoworkenvError"} <= drawn, sorted(set(found) - drawn)

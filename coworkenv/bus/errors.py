@@ -9,8 +9,10 @@
 
 from __future__ import annotations
 
+from ..errors import CoworkenvError
 
-class BusError(Exception):
+
+class BusError(CoworkenvError):
     """Base class of the bus's errors."""
 
 

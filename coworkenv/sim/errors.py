@@ -12,10 +12,12 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from ..errors import CoworkenvError
+
 Boundary = Literal["setup", "agent", "user", "coworker", "tool", "world", "grading", "runtime"]
 
 
-class SimError(Exception):
+class SimError(CoworkenvError):
     """Base class of the simulator's errors."""
 
 

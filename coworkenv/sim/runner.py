@@ -28,7 +28,7 @@ from ..store import EventStore, Reader, RunLease
 from .actor import Actor
 from .clock import make_clock
 from .episode import EpisodeKernel, EpisodeResult, EpisodeSpec
-from .errors import RunConfigError, RunInterrupted
+from .errors import RunConfigError, RunInterrupted, SimError
 from .faults import FaultInjector
 from .grading import GradeWeights
 from .interrupt import Interrupt
@@ -269,7 +269,7 @@ async def run_episodes(tasks: Sequence[Task], *, agent: Callable[[Task], Actor],
     return results
 
 
-class ProcessFailedError(RuntimeError):
+class ProcessFailedError(SimError, RuntimeError):
     """A worker process of a multi-process run died; ``--resume`` completes its episodes."""
 
 

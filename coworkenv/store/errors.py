@@ -9,8 +9,10 @@
 
 from __future__ import annotations
 
+from ..errors import CoworkenvError
 
-class StoreError(Exception):
+
+class StoreError(CoworkenvError):
     """Base class of the store's errors."""
 
 

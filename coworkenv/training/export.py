@@ -24,6 +24,7 @@ from ..sim.errors import HeldOutError
 from ..sim.loader import HeldOut, benchmark
 from ..sim.task import Task, task_toolset
 from ..store import Reader
+from .errors import TrainingDataError
 
 SplitBy = Literal["task", "family"]
 
@@ -35,7 +36,7 @@ class ExportStats:
     excluded: Counter[str] = field(default_factory=Counter)
 
 
-class NothingToExportError(ValueError):
+class NothingToExportError(TrainingDataError):
     """No episode passed the export's filters; nothing was written."""
 
     def __init__(self, stats: ExportStats) -> None:

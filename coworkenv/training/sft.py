@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .errors import TrainingDataError
+
 
 @dataclass(frozen=True)
 class SFTOptions:
@@ -65,7 +67,7 @@ def _rows(path: Path) -> list[dict[str, Any]]:
     return [{"messages": r["messages"], "tools": r["tools"]} for r in rows]
 
 
-class NothingToTrainError(ValueError):
+class NothingToTrainError(TrainingDataError):
     """Every demonstration was dropped before training (too long for ``max_length``)."""
 
 

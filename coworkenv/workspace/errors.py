@@ -15,13 +15,15 @@ from __future__ import annotations
 
 from typing import Literal
 
+from ..errors import CoworkenvError
+
 ErrorCode = Literal[
     "invalid_arguments", "not_found", "forbidden", "conflict", "unknown_tool", "unavailable",
     "too_large",
 ]
 
 
-class WorkspaceError(Exception):
+class WorkspaceError(CoworkenvError):
     """Base class of the workspace's errors."""
 
 

@@ -1,0 +1,26 @@
+"""The root of every error coworkenv raises on purpose; catch it to catch them all.
+
+    CoworkenvError
+    ├── BusError               coworkenv.bus: closed, timeout, connection, URL
+    │   └── BusClosedError, BusTimeoutError, BusConnectionError, BusURLError
+    ├── StoreError             coworkenv.store: the event store
+    │   └── SchemaError, StoreClosedError, NotFoundError, LeaseHeldError
+    ├── SimError               coworkenv.sim: tasks, episodes and runs
+    │   └── TaskFileError, EpisodeFailure, RunConfigError, HeldOutError, RunInterrupted,
+    │       ProcessFailedError (a worker process of a multi-process run died)
+    ├── WorkspaceError         coworkenv.workspace
+    │   └── ToolError          (returned to the agent as an observation, never raised out)
+    ├── IncompleteOutputError  coworkenv.outputs: an output cut short or changed
+    └── TrainingDataError      coworkenv.training: nothing left to export or to train on
+        └── NothingToExportError, NothingToTrainError
+
+Each package's own ``errors.py`` draws its part of the tree. Errors that say a value is
+wrong also derive from ``ValueError`` (``BusURLError``, the training data errors), timeouts
+from ``TimeoutError``.
+"""
+
+from __future__ import annotations
+
+
+class CoworkenvError(Exception):
+    """Base class of every error coworkenv raises on purpose."""
