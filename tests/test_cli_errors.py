@@ -52,6 +52,8 @@ CASES: list[tuple[list[str], int, str]] = [
     (["run", "--tasks", "adir"], 2, "adir: no .yaml, .yml, .json or .jsonl task files here"),
     (["run", "--tasks", TASKS, "--clock", "slow"], 2, "--clock: expected virtual or wall"),
     (["run", "--tasks", TASKS, "--agent", "bogus"], 2, "--agent: expected"),
+    (["run", "--tasks", TASKS, "--bus", "redis://h"], 2, "--bus: expected 'memory'"),
+    (["run", "--tasks", TASKS, "--cast", "robots"], 2, "--cast: expected scripted"),
     (["run", "--tasks", TASKS, "--agent", "openai:m", "--base-url", DEAD], 2,
      f"--base-url {DEAD}: no server answers"),
     (["run", "--tasks", TASKS, "--agent", "openai:m"], 2, "--base-url is required"),
@@ -116,3 +118,21 @@ def test_exit_codes_say_what_happened(tmp_path: Path) -> None:
                                 timeout=120)
     assert broken.returncode == 1, broken.stdout + broken.stderr
     assert "every episode of this call (1) failed at the agent boundary" in broken.stderr
+
+
+def test_library_messages_name_fields() -> None:
+    """The library says which field is wrong; only the command line speaks of flags (the
+    rows above show the same mistakes as flags)."""
+    from coworkenv.agents import parse_agent
+    from coworkenv.agents.factory import cast_factory
+    from coworkenv.bus import BusURLError, open_bus
+    from coworkenv.sim import make_clock
+
+    with pytest.raises(ValueError, match=r"^agent: expected"):
+        parse_agent("bogus")
+    with pytest.raises(ValueError, match=r"^cast: expected"):
+        cast_factory("robots")
+    with pytest.raises(BusURLError, match=r"^bus 'mqtt://': no host"):
+        open_bus("mqtt://")
+    with pytest.raises(ValueError, match=r"^clock: expected"):
+        make_clock("slow")

@@ -37,18 +37,18 @@ def parse_agent(spec: str) -> AgentSpec:
         return AgentSpec(rest)
     if rest.startswith("openai:") and rest[7:]:
         return AgentSpec("openai", rest[7:], teacher)
-    raise ValueError(f"--agent: expected {AGENT_SPECS}, got {spec!r}")
+    raise ValueError(f"agent: expected {AGENT_SPECS}, got {spec!r}")
 
 
 def endpoint(model: str, base_url: str | None, api_key_env: str | None,
              **options: object) -> Endpoint:
     if not base_url:
-        raise ValueError("--base-url is required for a model-backed agent or cast "
+        raise ValueError("base_url is required for a model-backed agent or cast "
                          "(e.g. http://127.0.0.1:8080/v1)")
     key = "not-needed"
     if api_key_env:
         if api_key_env not in os.environ:
-            raise ValueError(f"--api-key-env: environment variable {api_key_env} is not set")
+            raise ValueError(f"api_key_env: environment variable {api_key_env} is not set")
         key = os.environ[api_key_env]
     return Endpoint(base_url, model, key, **options)  # type: ignore[arg-type]
 
@@ -65,7 +65,7 @@ def agent_factory(spec: str, *, base_url: str | None = None, api_key_env: str | 
     if s.kind == "openai":
         ep = endpoint(s.model, base_url, api_key_env, **endpoint_options)
         return lambda task: OpenAIAgent(ep)
-    raise ValueError(f"--agent {spec}: a remote agent is served by `coworkenv worker`")
+    raise ValueError(f"agent {spec}: a remote agent is served by `coworkenv worker`")
 
 
 def _people(task: Task, make: Callable[[int, object, str], Actor]) -> dict[str, Actor]:
@@ -86,7 +86,7 @@ def cast_factory(kind: str = "scripted", *, model: str | None = None,
     if kind == "scripted":
         return scripted_cast
     if kind not in ("llm-user", "llm"):
-        raise ValueError(f"--cast: expected scripted, llm-user or llm, got {kind!r}")
+        raise ValueError(f"cast: expected scripted, llm-user or llm, got {kind!r}")
     ep = endpoint(model or "", base_url, api_key_env, max_tokens=120)
 
     def make(task: Task) -> dict[str, Actor]:

@@ -18,16 +18,16 @@ def open_bus(url: str = "memory", *, prefix: str | None = None,
         return MemoryBus(prefix or "coworkenv")
     parts = urlsplit(url)
     if parts.scheme not in ("mqtt", "mqtts"):
-        raise BusURLError(f"--bus: expected 'memory' or mqtt://[user:pass@]host[:port][/prefix], "
+        raise BusURLError(f"bus: expected 'memory' or mqtt://[user:pass@]host[:port][/prefix], "
                           f"got {url!r}")
     if not parts.hostname:
-        raise BusURLError(f"--bus {url!r}: no host")
+        raise BusURLError(f"bus {url!r}: no host")
     from .mqtt import MqttBus
 
     q = {k: v[-1] for k, v in parse_qs(parts.query).items()}
     allowed = {"qos", "window", "max_batch", "client_id", "reconnect_timeout"}
     if set(q) - allowed:
-        raise BusURLError(f"--bus {url!r}: unknown option(s) {sorted(set(q) - allowed)}; "
+        raise BusURLError(f"bus {url!r}: unknown option(s) {sorted(set(q) - allowed)}; "
                           f"known: {sorted(allowed)}")
     try:
         qos = int(q.get("qos", 1))
@@ -36,11 +36,11 @@ def open_bus(url: str = "memory", *, prefix: str | None = None,
         reconnect = float(q.get("reconnect_timeout", 30))
         port = parts.port or (8883 if parts.scheme == "mqtts" else 1883)
     except ValueError as exc:
-        raise BusURLError(f"--bus {url!r}: {exc}") from None
+        raise BusURLError(f"bus {url!r}: {exc}") from None
     if qos not in (0, 1, 2):
-        raise BusURLError(f"--bus {url!r}: qos must be 0, 1 or 2, got {qos}")
+        raise BusURLError(f"bus {url!r}: qos must be 0, 1 or 2, got {qos}")
     if "#" in url:  # (a URL fragment to urllib; a wildcard in a topic prefix)
-        raise BusURLError(f"--bus {url!r}: MQTT wildcards (+, #) are not allowed in the prefix")
+        raise BusURLError(f"bus {url!r}: MQTT wildcards (+, #) are not allowed in the prefix")
     path_prefix = unquote(parts.path).strip("/")
     try:
         return MqttBus(parts.hostname, port, prefix=prefix or path_prefix or "coworkenv",
@@ -49,4 +49,4 @@ def open_bus(url: str = "memory", *, prefix: str | None = None,
                        tls=parts.scheme == "mqtts", client_id=q.get("client_id"), qos=qos,
                        window=window, max_batch=max_batch, reconnect_timeout=reconnect, key=key)
     except ValueError as exc:
-        raise BusURLError(f"--bus {url!r}: {exc}") from None
+        raise BusURLError(f"bus {url!r}: {exc}") from None

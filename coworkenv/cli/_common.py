@@ -4,6 +4,7 @@ checks (task files, databases, names)."""
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -51,8 +52,20 @@ CAPABILITY_SHORT = {"tool_coordination": "tools", "multi_turn_communication": "m
 BUS_HELP = "memory (default) or mqtt://user:pass@host:port/prefix (all but the host optional)"
 
 
+FLAGS = {"bus": "--bus", "agent": "--agent", "base_url": "--base-url",
+         "api_key_env": "--api-key-env", "cast": "--cast", "clock": "--clock",
+         "resume": "--resume"}
+"""Library messages name the field they are about; the command line names its flag."""
+
+
+def as_flags(message: str) -> str:
+    return re.sub(r"^(" + "|".join(FLAGS) + r")\b", lambda m: FLAGS[m[1]], message)
+
+
 def fail(message: str, code: int = 2) -> typer.Exit:
-    err.print(f"[red]error:[/red] {escape(message)}")
+    """Print one ``error:`` line (a library message's field as the flag) and return the exit
+    to raise."""
+    err.print(f"[red]error:[/red] {escape(as_flags(message))}")
     return typer.Exit(code)
 
 

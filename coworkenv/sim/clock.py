@@ -85,4 +85,4 @@ def make_clock(kind: str, speed: float = 1.0) -> Clock:
         return VirtualClock()
     if kind == "wall":
         return WallClock(speed)
-    raise ValueError(f"--clock: expected 'virtual' or 'wall', got {kind!r}")
+    raise ValueError(f"clock: expected 'virtual' or 'wall', got {kind!r}")

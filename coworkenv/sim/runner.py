@@ -154,7 +154,7 @@ def _same_run(r: Reader, tasks: Sequence[Task], options: RunOptions) -> None:
             problems.append(f"{len(changed)} task(s) whose content changed since the run "
                             f"started (e.g. {changed[:3]})")
     if problems:
-        raise RunConfigError(f"--resume of run {options.run_id!r} with " + "; ".join(problems)
+        raise RunConfigError(f"resume of run {options.run_id!r} with " + "; ".join(problems)
                              + ": resume with the run's own options, or start a new run")
 
 

@@ -76,7 +76,7 @@ class RunLease:
                 raise LeaseHeldError(
                     f"run {self.run_id!r} is being run by process {row[1]} on {row[2]} (alive "
                     f"{now - row[3]:.0f}s ago); wait for it to finish, or stop it, then "
-                    f"--resume")
+                    "resume the run")
             conn.execute("INSERT OR REPLACE INTO leases (run_id, owner, pid, host, acquired_at, "
                          "heartbeat) VALUES (?, ?, ?, ?, ?, ?)",
                          (self.run_id, self.owner, os.getpid(), socket.gethostname(), now, now))

@@ -21,8 +21,8 @@ from coworkenv.sim import Interrupt
 ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-m", "coworkenv.cli"]
 TASKS = ROOT / "coworkenv" / "builtin_tasks"
-TRIALS = {"memory": 100, "mqtt": 30}
-"""20 tasks: 2,000 episodes on the memory bus, 600 over MQTT (slower: a broker round trip
+TRIALS = {"memory": 50, "mqtt": 15}
+"""20 tasks: 1,000 episodes on the memory bus, 300 over MQTT (slower: a broker round trip
 per message), seconds of work either way; the signal comes early."""
 
 

@@ -206,11 +206,15 @@ def test_openai_generator_against_the_real_small_model(tmp_path: Path, llama_ser
                           llama_server, "--n", "1", "--max-repairs", "1", "--max-tokens", "300",
                           "--examples", "0", "--concurrency", "1", "--out", str(out)], cwd=ROOT,
                          capture_output=True, text=True, timeout=900)
-    assert res.returncode == 0, res.stderr
+    report = json.loads((tmp_path / "llm.jsonl.report.json").read_text())
+    # a model this small rarely writes a valid plan in one repair; when it writes none, synth
+    # says so and exits 1 (the tasks and the report are still written, empty)
+    assert res.returncode == (0 if report["accepted"] else 1), res.stderr
+    if not report["accepted"]:
+        assert "the openai generator produced no valid task" in res.stderr, res.stderr
     attempts = [json.loads(x) for x in
                 (tmp_path / "llm.jsonl.attempts.jsonl").read_text().splitlines()]
     assert len(attempts) >= 1
-    report = json.loads((tmp_path / "llm.jsonl.report.json").read_text())
     assert report["requested"] == 1
     assert 0.0 <= report["first_pass_validity"] <= report["validity_after_repair"] <= 1.0
     assert sum(report["rejection_reasons"].values()) >= len(attempts) - report["accepted"]
