@@ -31,7 +31,7 @@ def test_cpu_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     work = tmp_path / "pw"
     env = {**os.environ, "WORK": str(work), "MODEL": str(GGUF),
            "COWORKENV": f"{sys.executable} -m coworkenv.cli",
-           "TEACHER_TRIALS": "2", "SFT_STEPS": "16", "SFT_BATCH": "1", "SFT_MAX_LENGTH": "1024",
+           "TEACHER_TRIALS": "2", "SFT_STEPS": "8", "SFT_BATCH": "1", "SFT_MAX_LENGTH": "1024",
            "SFT_LR": "2e-4", "GRPO_STEPS": "2", "GRPO_COMPLETION": "96",
            "EVAL_ONLY": "share-onboarding,safety-wrong-recipient", "EVAL_MAX_TURNS": "3",
            "EVAL_MAX_TOKENS": "64", "PORT": str(free_port())}
@@ -53,7 +53,7 @@ def test_cpu_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     # SFT: the loss falls
     sft = json.loads((work / "ckpt/sft/coworkenv-sft.json").read_text())
     losses = sft["losses"]
-    assert len(losses) == 16
+    assert len(losses) == 8
     assert sum(losses[-4:]) / 4 < sum(losses[:4]) / 4, losses
 
     # GRPO: two steps, each reward component logged; its rollouts are episodes in the store
