@@ -133,19 +133,6 @@ def _is_sqlite(path: Path) -> bool:
         return f.read(16) == SQLITE_HEADER
 
 
-def existing_db(db: Path, option: str = "--db") -> Path:
-    """A store to read: an SQLite file that exists."""
-    if not db.exists():
-        raise fail(f"{option} {db}: no such file (`coworkenv run` or `coworkenv demo` records "
-                   "one)")
-    if db.is_dir():
-        raise fail(f"{option} {db}: is a folder; give the SQLite file of a store (e.g. "
-                   "runs/coworkenv.db)")
-    if not _is_sqlite(db):
-        raise fail(f"{option} {db}: not an SQLite database")
-    return db
-
-
 def writable_db(db: Path, option: str = "--db") -> Path:
     """A store to record into: new, or an SQLite file; never a folder or another file."""
     if db.is_dir():
@@ -176,12 +163,11 @@ def output_folder(path: Path, option: str) -> Path:
 
 def known_run(reader: Any, run_id: str | None, db: Path, option: str = "--run") -> str:
     """The run asked for (default: the latest), which must be in the store."""
-    runs = [r["run_id"] for r in reader.runs()]
+    runs: list[str] = [r["run_id"] for r in reader.runs()]  # (oldest first)
     if run_id is None:
         if not runs:
             raise fail(f"--db {db}: holds no run")
-        latest: str = reader.latest_run()
-        return latest
+        return runs[-1]
     if run_id not in runs:
         shown = ", ".join(runs[:5]) + (f" and {len(runs) - 5} more" if len(runs) > 5 else "")
         raise fail(f"{option} {run_id}: no such run in {db} (runs: {shown or 'none'})")
@@ -189,13 +175,14 @@ def known_run(reader: Any, run_id: str | None, db: Path, option: str = "--run") 
 
 
 def open_reader(db: Path) -> Any:
+    """A reader of the store ``db``; what is wrong with it (missing, a folder, not a store)
+    is the one line the store says, under ``--db``."""
     from ..store import Reader, StoreError
 
-    existing_db(db)
     try:
         return Reader(db)
-    except StoreError as exc:
-        raise fail(f"--db {db}: {exc}") from None
+    except StoreError as exc:  # (its message starts with the path)
+        raise fail(f"--db {exc}") from None
 
 
 def reachable(base_url: str | None, option: str = "--base-url") -> None:

@@ -15,7 +15,6 @@ from ._common import (
     Column,
     app,
     console,
-    existing_db,
     fail,
     failed_cell,
     known_run,
@@ -310,11 +309,10 @@ def view(
     from ..store import StoreError
     from ..viewer import ViewerServer
 
-    existing_db(db)
     try:
         server = ViewerServer(db, host, port)
-    except StoreError as exc:
-        raise fail(f"--db {db}: {exc}") from None
+    except StoreError as exc:  # (its message starts with the path)
+        raise fail(f"--db {exc}") from None
     except OSError as exc:  # the address: in use, or not this host's
         raise fail(f"--host {host} --port {port}: {exc.strerror or exc}") from None
     h, p = str(server.server_address[0]), server.server_address[1]

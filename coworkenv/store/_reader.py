@@ -26,12 +26,20 @@ class Reader:
         else:
             p = Path(source)
             if not p.exists():
-                raise NotFoundError(f"{p}: no such database file")
+                raise NotFoundError(f"{p}: no such file (`coworkenv run` or `coworkenv demo` "
+                                    "records one)")
+            if p.is_dir():
+                raise NotFoundError(f"{p}: is a folder; give the SQLite file of a store (e.g. "
+                                    "runs/coworkenv.db)")
             self.where = str(p)
             uri = f"file:{p.absolute()}?mode=ro"
         self.conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
-        self.conn.execute("PRAGMA query_only=ON")
-        (version,) = self.conn.execute("PRAGMA user_version").fetchone()
+        try:
+            self.conn.execute("PRAGMA query_only=ON")
+            (version,) = self.conn.execute("PRAGMA user_version").fetchone()
+        except sqlite3.DatabaseError as exc:  # (another kind of file)
+            self.conn.close()
+            raise SchemaError(f"{self.where}: not an SQLite database ({exc})") from None
         if version == 0 or version > SCHEMA_VERSION:
             raise SchemaError(f"{self.where}: schema version {version}; this coworkenv reads "
                               f"1..{SCHEMA_VERSION}")
