@@ -140,24 +140,13 @@ def _execute(tasks: list[Any], *, agent: str, db: Path, bus_url: str, trials: in
                           f"pairs recorded, {todo} to run", highlight=False)
         return on_plan
 
-    if processes > 1:
+    def in_processes() -> list[Any]:
         with progress() as bar:
             job = bar.add_task(f"{rid} ({agent}, {processes} processes)", total=total)
-            try:
-                return rid, run_in_processes(
-                    tasks, processes=processes, db=db, open_bus=lambda: open_bus(bus_url),
-                    agent=make_agent, cast=make_cast, options=opts,
-                    on_done=lambda r: bar.advance(job), on_plan=planned(bar, job),
-                    interrupt=stop)
-            except RunInterrupted:
-                bar.stop()
-                raise _interrupted(rid, db, total) from None
-            except BusError as exc:
-                raise fail(f"--bus {bus_url}: {exc}", 1) from None
-            except ProcessFailedError as exc:
-                raise fail(f"{exc} (run id {rid})", 1) from None
-            except (LeaseHeldError, RunConfigError) as exc:
-                raise fail(str(exc)) from None
+            return run_in_processes(
+                tasks, processes=processes, db=db, open_bus=lambda: open_bus(bus_url),
+                agent=make_agent, cast=make_cast, options=opts,
+                on_done=lambda r: bar.advance(job), on_plan=planned(bar, job), interrupt=stop)
 
     async def go() -> list[Any]:
         # listening outermost: closing the bus and the store is covered by the signals too
@@ -181,11 +170,13 @@ def _execute(tasks: list[Any], *, agent: str, db: Path, bus_url: str, trials: in
                                           on_plan=planned(bar, job), interrupt=stop)
 
     try:
-        results = anyio.run(go)
+        results = in_processes() if processes > 1 else anyio.run(go)
     except RunInterrupted:
         raise _interrupted(rid, db, total) from None
     except BusError as exc:
         raise fail(f"--bus {bus_url}: {exc}", 1) from None
+    except ProcessFailedError as exc:
+        raise fail(f"{exc} (run id {rid})", 1) from None
     except (LeaseHeldError, RunConfigError) as exc:
         raise fail(str(exc)) from None
     except BaseExceptionGroup as group:  # raised inside the store's task group
