@@ -52,14 +52,14 @@ CAPABILITY_SHORT = {"tool_coordination": "tools", "multi_turn_communication": "m
 BUS_HELP = "memory (default) or mqtt://user:pass@host:port/prefix (all but the host optional)"
 
 
-FLAGS = {"bus": "--bus", "agent": "--agent", "base_url": "--base-url",
-         "api_key_env": "--api-key-env", "cast": "--cast", "clock": "--clock",
-         "resume": "--resume"}
+FIELDS = ("bus", "agent", "base_url", "api_key_env", "cast", "clock", "resume")
 """Library messages name the field they are about; the command line names its flag."""
 
 
 def as_flags(message: str) -> str:
-    return re.sub(r"^(" + "|".join(FLAGS) + r")\b", lambda m: FLAGS[m[1]], message)
+    """``base_url is required`` as ``--base-url is required``."""
+    return re.sub(r"^(" + "|".join(FIELDS) + r")\b",
+                  lambda m: "--" + m[1].replace("_", "-"), message)
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:

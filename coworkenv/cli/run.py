@@ -70,11 +70,12 @@ def _execute(tasks: list[Any], *, agent: str, db: Path, bus_url: str, trials: in
         run_episodes,
         run_in_processes,
     )
+    from ..sim.clock import CLOCKS
     from ..store import EventStore, LeaseHeldError, Reader
 
     mo = models or ModelOptions()
     writable_db(db)
-    if clock not in ("virtual", "wall"):
+    if clock not in CLOCKS:
         raise fail(f"--clock: expected virtual or wall, got {clock!r}")
     try:
         spec = parse_agent(agent)

@@ -80,6 +80,10 @@ class WallClock(Clock):
         return s
 
 
+CLOCKS = ("virtual", "wall")
+"""The kinds of clock a run may have."""
+
+
 def make_clock(kind: str, speed: float = 1.0) -> Clock:
     if kind == "virtual":
         return VirtualClock()
