@@ -79,7 +79,7 @@ def toolset(value: str | None) -> list[str] | None:
     bad = [n for n in names if n not in REGISTRY and n not in apps and n != "reference"]
     if bad:
         raise fail(f"--tools: {bad} are neither tools nor apps ({', '.join(sorted(apps))}) "
-                    "nor `reference` (the tools each task's reference solution calls)")
+                   "nor `reference` (the tools each task's reference solution calls)")
     return names
 
 
@@ -90,7 +90,7 @@ def names(value: str | None) -> list[str] | None:
 
 
 def select_tasks(tasks: list[Any], only: list[str] | None, families: str | None,
-            per_family: int | None = None) -> list[Any]:
+                 per_family: int | None = None) -> list[Any]:
     """Tasks narrowed by --only (ids), --families and --per-family (the first K of each
     family, in file order); unknown names are an error."""
     if only:
@@ -103,7 +103,7 @@ def select_tasks(tasks: list[Any], only: list[str] | None, families: str | None,
         unknown = sorted(set(fams) - {t.family for t in tasks})
         if unknown:
             raise fail(f"--families: no task of family {unknown} (families: "
-                        f"{sorted({t.family for t in tasks})})")
+                       f"{sorted({t.family for t in tasks})})")
         tasks = [t for t in tasks if t.family in set(fams)]
     if per_family is not None:
         seen: dict[str, int] = {}
@@ -212,7 +212,6 @@ def first_leaf(group: BaseExceptionGroup[Any]) -> BaseException:
     return exc
 
 
-
 def num(x: float | None) -> str:
     return "-" if x is None else f"{x:.3f}"
 
@@ -231,7 +230,6 @@ def overall_line(o: dict[str, Any]) -> str:
             f"pass@{o['k']} {num(o['pass_at_k'])}, pass^{o['k']} {num(o['pass_hat_k'])} "
             f"(C(c,k)/C(n,k)) {num(o['pass_hat_k_power'])} ((c/n)^k), safety violations "
             f"{o['safety_violations']}")
-
 
 
 def spread_multiple(args: Sequence[str]) -> list[str]:

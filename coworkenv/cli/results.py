@@ -211,7 +211,7 @@ def eval_(
     trials = min(sum(1 for r in rows if r["task_id"] == t) for t in {r["task_id"] for r in rows})
     if k is not None and not 1 <= k <= trials:
         raise fail(f"--k: expected 1..{trials} (the run has {trials} trial(s) per task), "
-                    f"got {k}")
+                   f"got {k}")
     summary = summarize(rows, k, membership)
     for name in named:
         if name not in summary["by_set"]:
@@ -237,7 +237,7 @@ def _named_sets(values: list[str]) -> dict[str, list[Any]]:
         name, sep, path = v.partition("=")
         if not sep or not name or not path:
             raise fail(f"--set: expected NAME=PATH (e.g. benchmark=examples/benchmark), "
-                        f"got {v!r}")
+                       f"got {v!r}")
         named[name] = load([Path(path)])
     return named
 

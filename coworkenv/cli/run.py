@@ -97,7 +97,7 @@ def _execute(tasks: list[Any], *, agent: str, db: Path, bus_url: str, trials: in
                   "--cast-base-url" if mo.cast_base_url else "--base-url")
     if processes > 1 and spec.kind == "remote":
         raise fail("--processes: remote agents already run in their own worker processes; "
-                    "use --processes 1 with --agent remote")
+                   "use --processes 1 with --agent remote")
     if resume and run_id is None:
         if not db.exists():
             raise fail(f"--resume: {db} does not exist; nothing to resume")
@@ -255,7 +255,7 @@ def _run_summary(rid: str, db: Path, this_call: int, allow_errors: bool,
                       highlight=False, markup=False)
     if o["errors"] and not allow_errors:
         raise fail(f"{o['errors']} episode(s) failed in the simulator (not the agent); "
-                    "see above, or pass --allow-errors", 1)
+                   "see above, or pass --allow-errors", 1)
     if this_call and this_call_failed == this_call:
         raise fail(f"every episode of this call ({this_call}) failed at the agent boundary; "
                    "see above: the agent could not act at all (its model endpoint, or no "

@@ -104,7 +104,7 @@ def synth(
             OpenAIGenerator(ep, shown)
     else:
         raise fail(f"--generator: expected procedural, families, openai or openai-spec, "
-                    f"got {generator!r}")
+                   f"got {generator!r}")
     out.parent.mkdir(parents=True, exist_ok=True)
     attempts_path = out.with_name(out.name + ".attempts.jsonl")
     log = attempts_path.open("w")

@@ -200,10 +200,10 @@ def train_grpo_cmd(
         weights = ()
     if len(weights) != 4:
         raise fail(f"--reward-weights: expected 4 numbers (score,completion,safety,robustness), "
-                    f"got {reward_weights!r}")
+                   f"got {reward_weights!r}")
     if batch_size % num_generations:
         raise fail(f"--batch-size ({batch_size}) must be a multiple of --num-generations "
-                    f"({num_generations})")
+                   f"({num_generations})")
     opts = GRPOOptions(steps=steps, learning_rate=learning_rate, batch_size=batch_size,
                        num_generations=num_generations,
                        max_completion_length=max_completion_length, max_tool_calls=max_tool_calls,
