@@ -42,6 +42,7 @@ class Interrupt:
         """The signal that requested the stop (None: asked by :meth:`request` alone)."""
         self._scopes: set[anyio.CancelScope] = set()
         self._hooks: list[Callable[[int | None], None]] = []
+        self._before_second: list[Callable[[int], None]] = []
 
     def request(self, signum: int | None = None) -> None:
         """Stop: no episode starts from now on; running ones are cancelled."""
@@ -58,6 +59,10 @@ class Interrupt:
         self._hooks.append(hook)
         if self.requested:
             hook(self.signum)
+
+    def before_second(self, hook: Callable[[int], None]) -> None:
+        """Call ``hook(signum)`` on a second signal, before ``on_second`` (which may exit)."""
+        self._before_second.append(hook)
 
     @contextmanager
     def cancels(self) -> Iterator[anyio.CancelScope]:
@@ -97,6 +102,8 @@ class Interrupt:
             async for signum in received:
                 if not self.requested:
                     self.request(signum)
-                elif self.on_second is not None and \
-                        time.monotonic() - self._at >= self.repeat_after:
-                    self.on_second(signum)
+                elif time.monotonic() - self._at >= self.repeat_after:
+                    for hook in self._before_second:
+                        hook(signum)
+                    if self.on_second is not None:
+                        self.on_second(signum)

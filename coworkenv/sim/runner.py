@@ -398,12 +398,7 @@ def _run_shards(jobs: list[Job], processes: int, db: str | Path, open_bus: Calla
                     os.kill(p.pid, signum)
 
     stop.on_request(lambda _: signal_children(signal.SIGTERM))
-    then = stop.on_second
-
-    def second(signum: int) -> None:
-        signal_children(signal.SIGKILL)
-        if then is not None:
-            then(signum)
+    stop.before_second(lambda _: signal_children(signal.SIGKILL))
 
     async def own() -> None:
         async with stop.listening(), open_bus() as bus, EventStore(db) as store:
@@ -420,11 +415,9 @@ def _run_shards(jobs: list[Job], processes: int, db: str | Path, open_bus: Calla
                 await store.finish_run(options.run_id)
             await store.flush()
 
-    stop.on_second = second
     try:
         anyio.run(own)
     finally:
-        stop.on_second = then
         for p in procs:
             if p.is_alive():
                 p.kill()
