@@ -3,6 +3,7 @@ code, no traceback, and no file left behind."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -136,3 +137,21 @@ def test_library_messages_name_fields() -> None:
         open_bus("mqtt://")
     with pytest.raises(ValueError, match=r"^clock: expected"):
         make_clock("slow")
+
+
+@pytest.mark.slow
+@pytest.mark.model
+def test_train_sft_says_when_every_row_is_too_long(tmp_path: Path, store: Path) -> None:
+    """Rows cut before the agent's first turn are dropped by TRL; when that is every row,
+    one line says so (it was `num_samples=0` from deep inside torch)."""
+    gguf = ROOT / ".cache" / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    gguf = Path(os.environ.get("COWORKENV_TEST_GGUF", gguf))
+    subprocess.run([*CLI, "export", "sft", "--db", str(store), "--out", "data"], cwd=tmp_path,
+                   check=True, capture_output=True, timeout=120)
+    r = subprocess.run([*CLI, "train", "sft", "--model", str(gguf), "--data", "data", "--out",
+                        "ckpt", "--steps", "1", "--max-length", "64"], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+    lines = [x for x in r.stderr.splitlines() if x.startswith("error: ")]
+    assert r.returncode == 2, r.stderr[-3000:]
+    assert len(lines) == 1 and "has an assistant turn within max_length 64 tokens" in lines[0]
+    assert "Traceback" not in r.stderr
