@@ -232,15 +232,20 @@ def serve(
     port: Annotated[int, typer.Option(help="Port")] = 8000,
     name: Annotated[str | None, typer.Option(help="Model name clients use (default: the "
                                              "folder's name)")] = None,
+    device: Annotated[str, typer.Option(help="auto (the GPU when there is one), cpu, cuda, "
+                                        "cuda:N")] = "auto",
+    max_batch: Annotated[int, typer.Option(min=1, help="Concurrent requests generated together "
+                                           "(1: one at a time)")] = 64,
 ) -> None:
     """Serve a checkpoint as an OpenAI-compatible chat endpoint (transformers; the chat
-    template and tool-call parser training uses), for `coworkenv run --agent openai:NAME`."""
+    template and tool-call parser training uses), for `coworkenv run --agent openai:NAME`.
+    Concurrent requests are generated in batches."""
     _train_imports("serve")
     from ..training.serve import ChatModel, ChatServer
 
-    m = ChatModel(model, name=name or "")
-    srv = ChatServer(m, host, port)
-    console.print(f"serving {m.name} (checkpoint {m.path}, weights sha256 {m.sha}) at "
-                  f"{srv.base_url}", highlight=False)
+    m = ChatModel(model, name=name or "", device=device)
+    srv = ChatServer(m, host, port, max_batch=max_batch)
+    console.print(f"serving {m.name} (checkpoint {m.path}, weights sha256 {m.sha}) on {m.device} "
+                  f"at {srv.base_url}, up to {max_batch} requests a batch", highlight=False)
     with contextlib.suppress(KeyboardInterrupt):
         srv.serve_forever()

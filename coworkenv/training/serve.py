@@ -7,8 +7,12 @@ parser GRPO uses. So the model evaluated speaks exactly the format it was traine
 agents, runner and graders talk to it over HTTP like to any other server. ``/v1/models``
 reports the checkpoint's path and a hash of its weights: what was evaluated is on record.
 
-Requests are served one at a time (a lock around generation); it is an evaluation server for
-small models on CPU or one GPU, not a throughput server (use vLLM for that).
+Concurrent requests are batched: one generation thread takes every greedy request waiting
+(up to ``max_batch``), left-pads them and generates them together, so an evaluation run with
+``--concurrency 128`` on a GPU costs about one request's time per turn, not 128. A request that
+samples (``temperature`` > 0) with a ``seed`` runs alone, so its seed means what it says. The
+model runs on the GPU when one is there (``device="auto"``). It is an evaluation server for
+small models, not a throughput server (use vLLM for that).
 """
 
 from __future__ import annotations
@@ -16,8 +20,10 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import queue
 import threading
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -72,6 +78,31 @@ def _for_template(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+@dataclass(frozen=True)
+class Request:
+    """One chat completion asked of a :class:`ChatModel` (OpenAI's fields)."""
+
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] | None = None
+    max_tokens: int = 256
+    temperature: float = 0.0
+    seed: int | None = None
+
+    @property
+    def batchable(self) -> bool:
+        """Greedy requests give the same tokens in a batch as alone; a seeded sample does not."""
+        return self.temperature <= 0 or self.seed is None
+
+    @classmethod
+    def from_body(cls, body: dict[str, Any]) -> Request:
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages:
+            raise ValueError("`messages` must be a non-empty list")
+        seed = body.get("seed")
+        return cls(messages, body.get("tools") or None, int(body.get("max_tokens") or 256),
+                   float(body.get("temperature") or 0.0), None if seed is None else int(seed))
+
+
 @dataclass
 class ChatModel:
     """A causal LM behind the chat template and tool-call parser training uses."""
@@ -79,11 +110,14 @@ class ChatModel:
     model: str
     """Folder or hub id of a checkpoint, or a .gguf file (converted once, see prepare_model)."""
     name: str = ""
+    device: str = "auto"
+    """``auto`` (the GPU when torch sees one, else the CPU), ``cpu``, ``cuda``, ``cuda:1``..."""
     path: str = field(init=False)
     sha: str = field(init=False)
     lm: Any = field(init=False, repr=False)
     tok: Any = field(init=False, repr=False)
     calls: int = 0
+    batches: int = 0
 
     def __post_init__(self) -> None:
         import torch
@@ -91,36 +125,68 @@ class ChatModel:
 
         from .sft import prepare_model
 
+        if self.device == "auto":
+            self.device = "cuda" if torch.cuda.is_available() else "cpu"
         self.path = prepare_model(self.model)
         self.name = self.name or Path(self.path).name
         self.sha = weights_hash(self.path)
         self.tok = chat_tokenizer(self.path)
         self.lm = AutoModelForCausalLM.from_pretrained(self.path, dtype=torch.float32)
+        self.lm.to(self.device)
         self.lm.eval()
 
     def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
                  *, max_tokens: int = 256, temperature: float = 0.0,
                  seed: int | None = None) -> dict[str, Any]:
         """One chat completion: ``{"message", "finish_reason", "usage"}`` in OpenAI's shape."""
-        import torch
-        from trl.chat_template_utils import parse_response
+        return self.complete_many([Request(messages, tools, max_tokens, temperature, seed)])[0]
 
-        prompt_ids = self.tok.apply_chat_template(
-            _for_template(messages), tools=tools or None, add_generation_prompt=True,
-            tokenize=True, return_dict=True)["input_ids"]
-        if seed is not None:
-            torch.manual_seed(seed)
+    def prompt(self, r: Request) -> list[int]:
+        """The request's prompt tokens (the template's own errors surface here, per request)."""
+        return list(self.tok.apply_chat_template(
+            _for_template(r.messages), tools=r.tools or None, add_generation_prompt=True,
+            tokenize=True, return_dict=True)["input_ids"])
+
+    def complete_many(self, requests: list[Request],
+                      prompts: list[list[int]] | None = None) -> list[dict[str, Any]]:
+        """Several completions generated together (left-padded, one ``generate`` call); each
+        stops at its own ``max_tokens`` or end of turn. Greedy rows are the tokens each would
+        get alone; sampled rows (one temperature per batch) share one random stream, seeded by the
+        first seed given."""
+        import torch
+
+        prompts = prompts if prompts is not None else [self.prompt(r) for r in requests]
+        width = max(len(p) for p in prompts)
+        pad = self.tok.pad_token_id
+        ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts], device=self.device)
+        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts],
+                            device=self.device)
+        temperatures = {max(r.temperature, 0.0) for r in requests}
+        if len(temperatures) > 1:
+            raise ValueError(f"one batch, one temperature: {sorted(temperatures)}")
+        seeds = [r.seed for r in requests if r.seed is not None]
+        if seeds:
+            torch.manual_seed(seeds[0])
+        temperature = temperatures.pop()
         sample = temperature > 0
         with torch.no_grad():
             out = self.lm.generate(
-                torch.tensor([prompt_ids]), attention_mask=torch.ones(1, len(prompt_ids),
-                                                                      dtype=torch.long),
-                max_new_tokens=max_tokens, do_sample=sample,
-                temperature=temperature if sample else None, top_p=None, top_k=None,
-                pad_token_id=self.tok.pad_token_id, eos_token_id=self.tok.eos_token_id)
-        new = out[0, len(prompt_ids):].tolist()
+                ids, attention_mask=mask, max_new_tokens=max(r.max_tokens for r in requests),
+                do_sample=sample, temperature=temperature if sample else None, top_p=None,
+                top_k=None, pad_token_id=pad, eos_token_id=self.tok.eos_token_id)
+        self.batches += 1
+        return [self._reply(r, p, out[i, width:].tolist()) for i, (r, p)
+                in enumerate(zip(requests, prompts, strict=True))]
+
+    def _reply(self, r: Request, prompt_ids: list[int], generated: list[int]) -> dict[str, Any]:
+        from trl.chat_template_utils import parse_response
+
+        eos = self.tok.eos_token_id
+        new = generated[:r.max_tokens]
+        if eos in new:  # (a finished row is padded after its end of turn)
+            new = new[:new.index(eos) + 1]
         self.calls += 1
-        parsed = parse_response(self.tok, new, prefix=prompt_ids, tools=tools or None)
+        parsed = parse_response(self.tok, new, prefix=prompt_ids, tools=r.tools or None)
         message: dict[str, Any] = {"role": "assistant", "content": parsed.get("content") or ""}
         calls = parsed.get("tool_calls") or []
         if calls:
@@ -130,7 +196,7 @@ class ChatModel:
                               "arguments": json.dumps(tc["function"].get("arguments") or {},
                                                       ensure_ascii=False)}}
                 for i, tc in enumerate(calls)]
-        ended = bool(new) and new[-1] == self.tok.eos_token_id
+        ended = bool(new) and new[-1] == eos
         finish = "tool_calls" if calls else ("stop" if ended else "length")
         return {"message": message, "finish_reason": finish,
                 "usage": {"prompt_tokens": len(prompt_ids), "completion_tokens": len(new),
@@ -138,13 +204,27 @@ class ChatModel:
 
 
 class ChatServer:
-    """``POST /v1/chat/completions`` and ``GET /v1/models`` over HTTP for one :class:`ChatModel`."""
+    """``POST /v1/chat/completions`` and ``GET /v1/models`` over HTTP for one :class:`ChatModel`.
 
-    def __init__(self, model: ChatModel, host: str = "127.0.0.1", port: int = 0) -> None:
+    Handler threads queue their requests; one generation thread serves them in batches of up to
+    ``max_batch`` (``max_batch=1``: one at a time), each gathered until no request came for
+    ``gather_s`` seconds."""
+
+    def __init__(self, model: ChatModel, host: str = "127.0.0.1", port: int = 0, *,
+                 max_batch: int = 64, gather_s: float = 0.01) -> None:
+        if max_batch < 1:
+            raise ValueError(f"max_batch must be at least 1, not {max_batch}")
         self.model = model
-        self._lock = threading.Lock()
+        self.max_batch = max_batch
+        self.gather_s = gather_s
+        """A batch is closed once no new request came for this long (or it is full)."""
+        self._queue: queue.Queue[tuple[Request, list[int], Future[dict[str, Any]]] | None] = (
+            queue.Queue())
         self._server = ThreadingHTTPServer((host, port), self._handler())
         self._server.daemon_threads = True
+        self._generator = threading.Thread(target=self._generate, name="coworkenv-serve",
+                                           daemon=True)
+        self._generator.start()
 
     @property
     def base_url(self) -> str:
@@ -161,26 +241,60 @@ class ChatServer:
     def __exit__(self, *exc: object) -> None:
         self._server.shutdown()
         self._server.server_close()
+        self._queue.put(None)
+        self._generator.join(timeout=60)
 
     def models(self) -> dict[str, Any]:
         m = self.model
         return {"object": "list", "data": [{"id": m.name, "object": "model", "owned_by": "coworkenv",
-                                            "checkpoint": m.path, "weights_sha256": m.sha}]}
+                                            "checkpoint": m.path, "weights_sha256": m.sha,
+                                            "device": m.device, "max_batch": self.max_batch}]}
 
     def chat(self, body: dict[str, Any]) -> dict[str, Any]:
-        messages = body.get("messages")
-        if not isinstance(messages, list) or not messages:
-            raise ValueError("`messages` must be a non-empty list")
-        with self._lock:
-            r = self.model.complete(messages, body.get("tools"),
-                                    max_tokens=int(body.get("max_tokens") or 256),
-                                    temperature=float(body.get("temperature") or 0.0),
-                                    seed=body.get("seed"))
+        request = Request.from_body(body)
+        prompt = self.model.prompt(request)  # (a bad request fails alone, before batching)
+        done: Future[dict[str, Any]] = Future()
+        self._queue.put((request, prompt, done))
+        r = done.result()
         return {"id": f"chatcmpl-{self.model.calls}", "object": "chat.completion",
                 "created": int(time.time()), "model": self.model.name,
                 "choices": [{"index": 0, "message": r["message"],
                              "finish_reason": r["finish_reason"]}],
                 "usage": r["usage"]}
+
+    def _generate(self) -> None:
+        """The generation thread: take what is waiting, serve it in batches, repeat."""
+        while True:
+            first = self._queue.get()
+            if first is None:
+                return
+            waiting = [first]
+            while len(waiting) < self.max_batch:
+                try:  # (episodes answered by one batch ask again within a few ms: wait for them)
+                    more = self._queue.get(timeout=self.gather_s)
+                except queue.Empty:
+                    break
+                if more is None:
+                    self._queue.put(None)
+                    break
+                waiting.append(more)
+            # greedy requests together, samples of one temperature together, seeded samples alone
+            groups: dict[Any, list[tuple[Request, list[int], Future[dict[str, Any]]]]] = {}
+            for i, w in enumerate(waiting):
+                key = max(w[0].temperature, 0.0) if w[0].batchable else ("alone", i)
+                groups.setdefault(key, []).append(w)
+            for batch in groups.values():
+                self._serve(batch)
+
+    def _serve(self, batch: list[tuple[Request, list[int], Future[dict[str, Any]]]]) -> None:
+        try:
+            replies = self.model.complete_many([r for r, _, _ in batch], [p for _, p, _ in batch])
+        except Exception as exc:  # (every waiter gets the error; the server goes on)
+            for _, _, done in batch:
+                done.set_exception(exc)
+            return
+        for (_, _, done), reply in zip(batch, replies, strict=True):
+            done.set_result(reply)
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         outer = self

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# PocketWorker recipe v1.1 on one H200 (see RECIPE.md): teacher runs -> SFT on Qwen3 -> GRPO on live
-# episodes with vLLM colocated -> served with vLLM -> pass@k / pass^k on held-out families.
-# Needs: a CUDA torch, `pip install -e '.[train,vllm]'`, the models on local disk or a hub cache.
+# PocketWorker recipe v1.2 on one H200 (see RECIPE.md): teacher runs -> SFT -> GRPO on live
+# episodes -> each checkpoint served and evaluated (pass@k / pass^k) as soon as it exists.
+# Needs: a CUDA torch and `pip install -e '.[train]'` (add `[vllm]` for SERVER=vllm and
+# USE_VLLM=1), the models on local disk or in a hub cache.
+# A stage whose output is already in WORK is skipped (rerun after an interruption, or prepare
+# the CPU stages elsewhere and bring WORK along); each stage's wall time goes to timings.tsv.
 set -euo pipefail
 
 CW=${COWORKENV:-coworkenv}
@@ -9,66 +12,127 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 WORK=${WORK:-runs/pocketworker-gpu}
 TASKS=${TASKS:-$ROOT/examples/tasks}          # task files or folders
 SYNTH=${SYNTH:-0}                             # >0: synthesize this many tasks and use them
-STUDENT=${STUDENT:-Qwen/Qwen3-1.7B}           # or Qwen/Qwen3-0.6B, Qwen/Qwen3-4B
+STUDENT=${STUDENT:-Qwen/Qwen3-1.7B}           # or Qwen/Qwen3-0.6B, Qwen/Qwen3-4B, a .gguf file
 TEACHER=${TEACHER:-}                          # optional model teacher served by vLLM, e.g. Qwen/Qwen3-32B
 HELD_OUT=${HELD_OUT:-doc_sharing,safety}
 TRAIN_FAMILIES=${TRAIN_FAMILIES:-}            # GRPO rollouts from these (default: all but HELD_OUT)
-TRIALS=${TRIALS:-8}
+TRIALS=${TRIALS:-8}                           # oracle trials per task (faults vary them)
 EVAL_TASKS=${EVAL_TASKS:-}                    # evaluate on these tasks (e.g. examples/benchmark) instead of HELD_OUT
 EVAL_TRIALS=${EVAL_TRIALS:-4}
+EVAL_ONLY=${EVAL_ONLY:-}                      # comma-separated task ids (default: every evaluated task)
+EVAL_MAX_TURNS=${EVAL_MAX_TURNS:-30}
+EVAL_MAX_TOKENS=${EVAL_MAX_TOKENS:-512}
 SFT_STEPS=${SFT_STEPS:-300}
-GRPO_STEPS=${GRPO_STEPS:-200}
+SFT_BATCH=${SFT_BATCH:-8}
+SFT_MAX_LENGTH=${SFT_MAX_LENGTH:-4096}
+SFT_LR=${SFT_LR:-1e-5}
+GRPO_STEPS=${GRPO_STEPS:-200}                 # 0 skips GRPO
+GRPO_BATCH=${GRPO_BATCH:-16}
+GRPO_GENERATIONS=${GRPO_GENERATIONS:-8}
+GRPO_COMPLETION=${GRPO_COMPLETION:-2048}
+GRPO_TOOL_CALLS=${GRPO_TOOL_CALLS:-12}
+GRPO_LR=${GRPO_LR:-1e-6}
+USE_VLLM=${USE_VLLM:-1}                       # GRPO generates with vLLM colocated (0: transformers)
+SERVER=${SERVER:-vllm}                        # evaluation server: vllm, or coworkenv (`coworkenv
+                                              # serve`: transformers, batched; no vLLM needed)
+DEVICE=${DEVICE:-gpu}                         # cpu: the same script on CPU, to check it before a lease
 PORT=${PORT:-8000}
 DB=$WORK/pocketworker.db
 mkdir -p "$WORK"
 
+accel=(--gpu); serve_device=cuda
+if [ "$DEVICE" = cpu ]; then accel=(); serve_device=cpu; USE_VLLM=0; SERVER=coworkenv; fi
+seconds() { local ms=$(( ($(date +%s%N) - $1) / 1000000 )); printf '%d.%03d' $((ms / 1000)) $((ms % 1000)); }
+started=$(date +%s%N)
+stage() {  # stage NAME COMMAND...: run it, record its wall time
+  local name=$1 t0; shift; t0=$(date +%s%N)
+  printf '\n== %s\n' "$name"
+  "$@"
+  printf '%s\t%s\n' "$name" "$(seconds "$t0")" | tee -a "$WORK/timings.tsv"
+}
+wait_for() {  # the server's /v1/models answers (its pid: $1)
+  for _ in $(seq 1 900); do
+    python3 -c "import sys, urllib.request as u; sys.stdout.write(u.urlopen(sys.argv[1]).read().decode())" \
+      "http://127.0.0.1:$PORT/v1/models" > "$WORK/served.json" 2>/dev/null && return 0
+    kill -0 "$1" 2>/dev/null || return 1
+    sleep 1
+  done
+  return 1
+}
+
 if [ "$SYNTH" -gt 0 ]; then
-  $CW synth "$ROOT"/examples/workflows/*.yaml --generator procedural --n "$SYNTH" --out "$WORK/synth.jsonl"
+  if [ ! -s "$WORK/synth.jsonl" ]; then
+    stage synth $CW synth "$ROOT"/examples/workflows/*.yaml --generator procedural --n "$SYNTH" --out "$WORK/synth.jsonl"
+  fi
   TASKS=$WORK/synth.jsonl
 fi
 
-wait_for() { for _ in $(seq 1 900); do curl -sf "http://127.0.0.1:$PORT/v1/models" >/dev/null && return 0; sleep 2; done; return 1; }
-
-# 1. teacher demonstrations: the oracle (always), and a model teacher when TEACHER is set
-$CW run --tasks "$TASKS" --agent oracle --trials "$TRIALS" --faults 0.15 --tools reference --db "$DB" --run-id teacher-oracle --quiet
-if [ -n "$TEACHER" ]; then
-  vllm serve "$TEACHER" --port "$PORT" --enable-auto-tool-choice --tool-call-parser hermes \
-    --gpu-memory-utilization 0.85 > "$WORK/teacher.log" 2>&1 & srv=$!; wait_for
-  $CW run --tasks "$TASKS" --agent "teacher:openai:$TEACHER" --base-url "http://127.0.0.1:$PORT/v1" \
-    --tools reference --trials "$TRIALS" --model-concurrency 64 --concurrency 256 --db "$DB" --run-id teacher-model --quiet
-  kill $srv; wait $srv || true
+# 1. teacher demonstrations: the oracle (always), and a model teacher when TEACHER is set;
+# 2. SFT data, held out by family (or every family when evaluating on other tasks)
+if [ ! -s "$WORK/data/sft/train.jsonl" ]; then
+  stage teacher-oracle $CW run --tasks "$TASKS" --agent oracle --trials "$TRIALS" --faults 0.15 --tools reference --db "$DB" --run-id teacher-oracle --quiet
+  if [ -n "$TEACHER" ]; then
+    vllm serve "$TEACHER" --port "$PORT" --enable-auto-tool-choice --tool-call-parser hermes \
+      --gpu-memory-utilization 0.85 > "$WORK/teacher.log" 2>&1 & srv=$!; wait_for $srv
+    stage teacher-model $CW run --tasks "$TASKS" --agent "teacher:openai:$TEACHER" --base-url "http://127.0.0.1:$PORT/v1" \
+      --tools reference --trials "$TRIALS" --model-concurrency 64 --concurrency 256 --db "$DB" --run-id teacher-model --quiet
+    kill $srv; wait $srv || true
+  fi
+  if [ -n "$HELD_OUT" ] && [ -z "$EVAL_TASKS" ]; then
+    stage export $CW export sft --db "$DB" --out "$WORK/data/sft" --split-by family --held-out "$HELD_OUT"
+  else
+    stage export $CW export sft --db "$DB" --out "$WORK/data/sft" --split-by family --eval-fraction 0
+  fi
 fi
 
-# 2. SFT data, held out by family; 3. SFT (full fine-tune, bf16)
-if [ -n "$HELD_OUT" ]; then
-  $CW export sft --db "$DB" --out "$WORK/data/sft" --split-by family --held-out "$HELD_OUT"
-else  # evaluation on other tasks (EVAL_TASKS): train on every family
-  $CW export sft --db "$DB" --out "$WORK/data/sft" --split-by family --eval-fraction 0
-fi
-$CW train sft --model "$STUDENT" --data "$WORK/data/sft" --out "$WORK/ckpt/sft" --gpu \
-  --steps "$SFT_STEPS" --batch-size 8 --max-length 4096 --learning-rate 1e-5
-
-# 4. GRPO: rollouts are live episodes of the training families; vLLM generates in-process
-fams=()
-if [ -n "$TRAIN_FAMILIES" ]; then fams=(--families "$TRAIN_FAMILIES"); fi
-$CW train grpo --model "$WORK/ckpt/sft" --tasks "$TASKS" "${fams[@]}" --held-out "$HELD_OUT" --gpu \
-  --use-vllm --vllm-mode colocate --out "$WORK/ckpt/grpo" --db "$DB" --run-id grpo-rollouts \
-  --steps "$GRPO_STEPS" --batch-size 16 --num-generations 8 --max-completion-length 2048 \
-  --max-tool-calls 12 --learning-rate 1e-6
-
-# 5. evaluation: each checkpoint behind vLLM, EVAL_TRIALS trials per held-out task (pass@k, pass^k)
+# evaluation of one checkpoint: served (vLLM, or coworkenv serve), EVAL_TRIALS trials per task
 evaluated=(--tasks "$TASKS" --families "$HELD_OUT"); sets=()
 if [ -n "$EVAL_TASKS" ]; then evaluated=(--tasks "$EVAL_TASKS"); sets=(--set "evaluated=$EVAL_TASKS"); fi
-for name in base sft grpo; do
-  case $name in base) path=$STUDENT;; sft) path=$WORK/ckpt/sft;; grpo) path=$WORK/ckpt/grpo;; esac
-  vllm serve "$path" --served-model-name "pocketworker-$name" --port "$PORT" --enable-auto-tool-choice \
-    --tool-call-parser hermes --gpu-memory-utilization 0.85 > "$WORK/serve-$name.log" 2>&1 & srv=$!; wait_for
-  curl -s "http://127.0.0.1:$PORT/v1/models" > "$WORK/served-$name.json"
-  $CW run "${evaluated[@]}" --agent "openai:pocketworker-$name" \
-    --base-url "http://127.0.0.1:$PORT/v1" --tools reference --trials "$EVAL_TRIALS" --model-concurrency 64 \
-    --concurrency 128 --db "$DB" --run-id "eval-$name" --quiet
-  kill $srv; wait $srv || true
+if [ -n "$EVAL_ONLY" ]; then IFS=, read -ra ids <<< "$EVAL_ONLY"; for id in "${ids[@]}"; do evaluated+=(--only "$id"); done; fi
+evaluate() {  # evaluate NAME PATH
+  local name=$1 path=$2 srv
+  if [ -s "$WORK/eval-$name.done" ]; then return 0; fi
+  if [ "$SERVER" = vllm ]; then
+    vllm serve "$path" --served-model-name "pocketworker-$name" --port "$PORT" --enable-auto-tool-choice \
+      --tool-call-parser hermes --gpu-memory-utilization 0.85 > "$WORK/serve-$name.log" 2>&1 & srv=$!
+  else
+    $CW serve --model "$path" --name "pocketworker-$name" --port "$PORT" --device "$serve_device" \
+      --max-batch 256 > "$WORK/serve-$name.log" 2>&1 & srv=$!
+  fi
+  wait_for $srv || { cat "$WORK/serve-$name.log"; return 1; }
+  mv "$WORK/served.json" "$WORK/served-$name.json"
+  stage "eval-$name" $CW run "${evaluated[@]}" --agent "openai:pocketworker-$name" \
+    --base-url "http://127.0.0.1:$PORT/v1" --tools reference --trials "$EVAL_TRIALS" \
+    --max-turns "$EVAL_MAX_TURNS" --max-tokens "$EVAL_MAX_TOKENS" --model-timeout 1800 \
+    --model-concurrency 256 --concurrency 256 --db "$DB" --run-id "eval-$name" --quiet \
+    || { kill $srv; return 1; }
+  kill $srv; wait $srv 2>/dev/null || true
   $CW eval --db "$DB" --run "eval-$name" --k "$EVAL_TRIALS" "${sets[@]}" --out "$WORK"
-done
+  date > "$WORK/eval-$name.done"
+}
+
+evaluate base "$STUDENT"
+
+# 3. SFT (full fine-tune, bf16 on the GPU)
+if [ ! -s "$WORK/ckpt/sft/config.json" ]; then
+  stage sft $CW train sft --model "$STUDENT" --data "$WORK/data/sft" --out "$WORK/ckpt/sft" "${accel[@]}" \
+    --steps "$SFT_STEPS" --batch-size "$SFT_BATCH" --max-length "$SFT_MAX_LENGTH" --learning-rate "$SFT_LR"
+fi
+evaluate sft "$WORK/ckpt/sft"
 $CW eval --db "$DB" --compare eval-base eval-sft "${sets[@]}" --out "$WORK"
-$CW eval --db "$DB" --compare eval-base eval-grpo "${sets[@]}" --out "$WORK"
+
+# 4. GRPO: rollouts are live episodes of the training families (vLLM colocated when USE_VLLM=1)
+if [ "$GRPO_STEPS" -gt 0 ]; then
+  if [ ! -s "$WORK/ckpt/grpo/config.json" ]; then
+    fams=(); vllm=()
+    if [ -n "$TRAIN_FAMILIES" ]; then fams=(--families "$TRAIN_FAMILIES"); fi
+    if [ "$USE_VLLM" = 1 ]; then vllm=(--use-vllm --vllm-mode colocate); fi
+    stage grpo $CW train grpo --model "$WORK/ckpt/sft" --tasks "$TASKS" "${fams[@]}" --held-out "$HELD_OUT" \
+      "${accel[@]}" "${vllm[@]}" --out "$WORK/ckpt/grpo" --db "$DB" --run-id grpo-rollouts \
+      --steps "$GRPO_STEPS" --batch-size "$GRPO_BATCH" --num-generations "$GRPO_GENERATIONS" \
+      --max-completion-length "$GRPO_COMPLETION" --max-tool-calls "$GRPO_TOOL_CALLS" --learning-rate "$GRPO_LR"
+  fi
+  evaluate grpo "$WORK/ckpt/grpo"
+  $CW eval --db "$DB" --compare eval-base eval-grpo "${sets[@]}" --out "$WORK"
+fi
+printf 'total\t%s\n' "$(seconds "$started")" | tee -a "$WORK/timings.tsv"
