@@ -27,11 +27,10 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from coworkenv.agents import agent_factory, scripted_cast
-from coworkenv.bus import MemoryBus
-from coworkenv.sim import RunOptions, Task, builtin_tasks, parse_task, run_episodes
+from coworkenv.runtime import RunConfig, run
+from coworkenv.sim import Task, builtin_tasks, parse_task
 from coworkenv.sim.grading import regrade
-from coworkenv.store import EventStore, Reader
+from coworkenv.store import Reader
 from coworkenv.synth import ProceduralGenerator, load_requirement, synthesize
 from coworkenv.synth.validate import validate_task_async
 from coworkenv.workspace import replay_events
@@ -46,11 +45,7 @@ def synthesized(n: int) -> list[Task]:
 
 
 def record(tasks: list[Task], db: Path) -> None:
-    async def go() -> None:
-        async with MemoryBus("bench") as bus, EventStore(db) as store:
-            await run_episodes(tasks, agent=agent_factory("oracle"), cast=scripted_cast,
-                               bus=bus, store=store, options=RunOptions("g", "oracle", 1, 64))
-    anyio.run(go)
+    run(RunConfig(tasks, agent="oracle", db=db, run_id="g", role="student"))
 
 
 def grading_cost(tasks: list[Task], db: Path, repeats: int) -> dict[str, Any]:

@@ -19,15 +19,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-import anyio
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.episodes import StubAgent
-from coworkenv.agents import scripted_cast
-from coworkenv.bus import MemoryBus
-from coworkenv.sim import RunOptions, builtin_tasks, run_episodes
-from coworkenv.store import EventStore, Reader
+from coworkenv.runtime import RunConfig, run
+from coworkenv.sim import builtin_tasks
+from coworkenv.store import Reader
 from coworkenv.viewer import api
 from coworkenv.workspace import replay_events
 
@@ -37,14 +34,9 @@ def build(db: Path, episodes: int, steps: int) -> float:
              for t in builtin_tasks()]
     trials = max(1, episodes // len(tasks))
 
-    async def go() -> None:
-        async with MemoryBus("bench") as bus, EventStore(db) as store:
-            await run_episodes(tasks, agent=lambda t: StubAgent(steps, 0.0), cast=scripted_cast,
-                               bus=bus, store=store,
-                               options=RunOptions("big", "stub", trials, 256))
-
     t0 = time.perf_counter()
-    anyio.run(go)
+    run(RunConfig(tasks, agent=lambda t: StubAgent(steps, 0.0), agent_name="stub", db=db,
+                  run_id="big", trials=trials, concurrency=256, role="student"))
     return time.perf_counter() - t0
 
 

@@ -7,7 +7,9 @@
     │   └── SchemaError, StoreClosedError, NotFoundError, LeaseHeldError
     ├── SimError               coworkenv.sim: tasks, episodes and runs
     │   └── TaskFileError, EpisodeFailure, RunConfigError, HeldOutError, RunInterrupted,
-    │       ProcessFailedError (a worker process of a multi-process run died)
+    │       ProcessFailedError (a worker process of a multi-process run died),
+    │       EndpointUnreachableError (a RunConfigError of coworkenv.runtime: a model
+    │       endpoint that does not answer, found before the run)
     ├── WorkspaceError         coworkenv.workspace
     │   └── ToolError          (returned to the agent as an observation, never raised out)
     ├── IncompleteOutputError  coworkenv.outputs: an output cut short or changed

@@ -15,6 +15,9 @@ PUBLIC = {
                       "BusTimeoutError", "BusURLError", "Envelope", "KEY_ENV", "MemoryBus", "MqttBus",
                       "Subscription", "SubscriptionStatistics", "bus_key", "new_id", "open_bus",
                       "topic_matches"],
+    "coworkenv.runtime": ["Action", "EndpointUnreachableError", "Observation", "RunConfig",
+                          "RunResult", "Session", "Sessions", "arun", "check_db",
+                          "check_endpoint", "resolve_tasks", "run", "select_tasks"],
     "coworkenv.store": ["SCHEMA_VERSION", "EpisodeRecord", "EventRecord", "EventStore",
                         "LeaseHeldError", "RunLease",
                         "NotFoundError", "Reader", "SchemaError", "StoreClosedError", "StoreError",
@@ -45,7 +48,8 @@ def test_mypy_strict() -> None:
     assert r.returncode == 0, r.stdout + r.stderr
 
 
-ERROR_MODULES = ["coworkenv.bus", "coworkenv.store", "coworkenv.sim", "coworkenv.workspace.errors",
+ERROR_MODULES = ["coworkenv.bus", "coworkenv.store", "coworkenv.sim", "coworkenv.runtime",
+                 "coworkenv.workspace.errors",
                  "coworkenv.outputs", "coworkenv.training.errors", "coworkenv.training.export",
                  "coworkenv.training.sft"]
 

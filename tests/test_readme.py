@@ -223,3 +223,16 @@ def test_the_readme_works_as_written(tmp_path: Path, broker: tuple[str, int]) ->
                 walk.run(line)
         finally:
             walk.stop()
+
+
+def test_readme_python_blocks_run(tmp_path: Path) -> None:
+    """Each ```python block of the README runs as written (from a folder holding the
+    examples, as the project's root does)."""
+    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+    assert blocks, "the README shows no Python"
+    (tmp_path / "examples").symlink_to(ROOT / "examples")
+    for block in blocks:
+        r = subprocess.run([sys.executable, "-c", block], cwd=tmp_path, capture_output=True,
+                           text=True, timeout=300, stdin=subprocess.DEVNULL)
+        assert r.returncode == 0, f"README python block failed:\n{block}\n{r.stdout}{r.stderr}"
+        assert r.stdout.strip(), block

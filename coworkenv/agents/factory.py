@@ -99,3 +99,33 @@ def cast_factory(kind: str = "scripted", *, model: str | None = None,
         return _people(task, person)
 
     return make
+
+
+def worker_agent_factory(spec: str, *, base_url: str | None = None,
+                         api_key_env: str | None = None,
+                         **endpoint_options: object) -> Callable[[dict[str, object]], Actor]:
+    """Agents for ``coworkenv worker``: built from what the runner sends with each episode
+    (the reference solution, for the oracle), not from a task. Serves oracle, noop and
+    openai:MODEL."""
+    from pydantic import TypeAdapter
+
+    from ..sim.task import Step
+
+    s = parse_agent(spec)
+    if s.kind not in ("oracle", "noop", "openai"):
+        raise ValueError(f"agent: a worker serves oracle, noop or openai:MODEL, not {spec!r}")
+    ep = endpoint(s.model, base_url, api_key_env, **endpoint_options) \
+        if s.kind == "openai" else None
+    steps = TypeAdapter(list[Step])
+
+    def make(setup: dict[str, object]) -> Actor:
+        if s.kind == "oracle":
+            if not setup.get("reference"):
+                raise ValueError("the runner sent no reference solution")
+            return OracleAgent(steps.validate_python(setup["reference"]))
+        if s.kind == "noop":
+            return NoopAgent()
+        assert ep is not None
+        return OpenAIAgent(ep)
+
+    return make

@@ -52,7 +52,10 @@ CAPABILITY_SHORT = {"tool_coordination": "tools", "multi_turn_communication": "m
 BUS_HELP = "memory (default) or mqtt://user:pass@host:port/prefix (all but the host optional)"
 
 
-FIELDS = ("bus", "agent", "base_url", "api_key_env", "cast", "clock", "resume")
+FIELDS = ("bus", "agent", "base_url", "api_key_env", "cast_base_url", "cast_model", "cast",
+          "clock", "resume", "db", "trials", "concurrency", "processes", "faults", "run_id",
+          "only", "families", "per_family", "max_turns", "max_tokens", "model_concurrency",
+          "tasks")
 """Library messages name the field they are about; the command line names its flag."""
 
 
@@ -93,27 +96,13 @@ def select_tasks(tasks: list[Any], only: list[str] | None, families: str | None,
                  per_family: int | None = None) -> list[Any]:
     """Tasks narrowed by --only (ids), --families and --per-family (the first K of each
     family, in file order); unknown names are an error."""
-    if only:
-        unknown = sorted(set(only) - {t.id for t in tasks})
-        if unknown:
-            raise fail(f"--only: no task {unknown} among the {len(tasks)} loaded")
-        tasks = [t for t in tasks if t.id in set(only)]
-    fams = names(families)
-    if fams:
-        unknown = sorted(set(fams) - {t.family for t in tasks})
-        if unknown:
-            raise fail(f"--families: no task of family {unknown} (families: "
-                       f"{sorted({t.family for t in tasks})})")
-        tasks = [t for t in tasks if t.family in set(fams)]
-    if per_family is not None:
-        seen: dict[str, int] = {}
-        kept = []
-        for t in tasks:
-            seen[t.family] = seen.get(t.family, 0) + 1
-            if seen[t.family] <= per_family:
-                kept.append(t)
-        tasks = kept
-    return tasks
+    from ..runtime import select_tasks as select
+    from ..sim import RunConfigError
+
+    try:
+        return select(tasks, only, names(families), per_family)
+    except RunConfigError as exc:
+        raise fail(str(exc)) from None
 
 
 def load(paths: list[Path]) -> list[Any]:
@@ -125,23 +114,15 @@ def load(paths: list[Path]) -> list[Any]:
         raise fail(str(exc)) from None
 
 
-SQLITE_HEADER = b"SQLite format 3\x00"
-
-
-def _is_sqlite(path: Path) -> bool:
-    with path.open("rb") as f:
-        return f.read(16) == SQLITE_HEADER
-
-
 def writable_db(db: Path, option: str = "--db") -> Path:
     """A store to record into: new, or an SQLite file; never a folder or another file."""
-    if db.is_dir():
-        raise fail(f"{option} {db}: is a folder; give a file name (e.g. {db / 'coworkenv.db'})")
-    if db.exists() and db.stat().st_size and not _is_sqlite(db):
-        raise fail(f"{option} {db}: exists and is not an SQLite database; give another file")
-    if db.parent.exists() and not db.parent.is_dir():
-        raise fail(f"{option} {db}: {db.parent} is a file, not a folder")
-    return db
+    from ..runtime import check_db
+    from ..sim import RunConfigError
+
+    try:
+        return check_db(db, option)
+    except RunConfigError as exc:
+        raise fail(str(exc)) from None
 
 
 def output_file(path: Path, option: str) -> Path:
@@ -188,21 +169,12 @@ def open_reader(db: Path) -> Any:
 def reachable(base_url: str | None, option: str = "--base-url") -> None:
     """An OpenAI-compatible endpoint answers (any HTTP answer will do): checked before a run
     whose every episode would otherwise fail at its first model call."""
-    if not base_url:
-        return
-    import openai
+    from ..runtime import EndpointUnreachableError, check_endpoint
 
-    client = openai.OpenAI(base_url=base_url, api_key="probe", max_retries=0, timeout=10.0)
     try:
-        client.models.list()
-    except openai.APIStatusError:
-        pass  # it answered (an error status is still a server)
-    except openai.APIConnectionError as exc:
-        cause = exc.__cause__ or exc
-        raise fail(f"{option} {base_url}: no server answers ({type(cause).__name__}: {cause}); "
-                   "start one (e.g. `coworkenv serve`) or check the address") from None
-    except openai.APIError:
-        pass  # it answered, if not quite as OpenAI does; the run will say more
+        check_endpoint(base_url, option)
+    except EndpointUnreachableError as exc:
+        raise fail(str(exc)) from None
 
 
 def first_leaf(group: BaseExceptionGroup[Any]) -> BaseException:

@@ -25,16 +25,13 @@ from ._common import (
     err,
     fail,
     failed_cell,
-    first_leaf,
     invoked_args,
     load,
     num,
     overall_line,
     print_table,
-    reachable,
     select_tasks,
     toolset,
-    writable_db,
 )
 
 
@@ -55,68 +52,30 @@ def _execute(tasks: list[Any], *, agent: str, db: Path, bus_url: str, trials: in
              concurrency: int, clock: str, run_id: str | None, resume: bool,
              quiet: bool = False, faults: float = 0.0,
              models: ModelOptions | None = None, processes: int = 1) -> tuple[str, list[Any]]:
+    """The library's run (``coworkenv.runtime``) with a progress bar, the interrupt messages
+    and its errors as one line each."""
     import anyio
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from ..agents import agent_factory, cast_factory, parse_agent
-    from ..bus import BusError, bus_key, open_bus
-    from ..sim import (
-        STOP_SIGNALS,
-        Interrupt,
-        ProcessFailedError,
-        RunInterrupted,
-        RunOptions,
-        new_run_id,
-        run_episodes,
-        run_in_processes,
-    )
-    from ..sim.clock import CLOCKS
-    from ..store import EventStore, LeaseHeldError, Reader
+    from ..bus import BusError
+    from ..errors import CoworkenvError
+    from ..runtime import RunConfig
+    from ..runtime.run import execute, execute_in_processes, prepare
+    from ..sim import STOP_SIGNALS, Interrupt, ProcessFailedError, RunConfigError, RunInterrupted
+    from ..store import LeaseHeldError
 
+    refused = (LeaseHeldError, RunConfigError)
     mo = models or ModelOptions()
-    writable_db(db)
-    if clock not in CLOCKS:
-        raise fail(f"--clock: expected virtual or wall, got {clock!r}")
     try:
-        spec = parse_agent(agent)
-        if spec.kind == "remote" and bus_url.startswith("mqtt"):
-            bus_key(required=True)  # workers started elsewhere must hold the same key
-        make_agent: Any = None if spec.kind == "remote" else agent_factory(
-            agent, base_url=mo.base_url, api_key_env=mo.api_key_env, timeout=mo.timeout,
-            max_concurrency=mo.max_concurrency, max_tokens=mo.max_tokens)
-        make_cast = cast_factory(mo.cast, model=mo.cast_model or spec.model or None,
-                                 base_url=mo.cast_base_url or mo.base_url,
-                                 api_key_env=mo.api_key_env)
-        bus = open_bus(bus_url)
-    except (ValueError, BusError) as exc:
+        p = prepare(RunConfig(
+            tasks, agent=agent, db=db, bus=bus_url, trials=trials, concurrency=concurrency,
+            processes=processes, clock=clock, run_id=run_id, resume=resume, faults=faults,
+            tools=mo.tools, base_url=mo.base_url, api_key_env=mo.api_key_env, cast=mo.cast,
+            cast_model=mo.cast_model, cast_base_url=mo.cast_base_url, model_timeout=mo.timeout,
+            model_concurrency=mo.max_concurrency, max_tokens=mo.max_tokens), tasks)
+    except CoworkenvError as exc:
         raise fail(str(exc)) from None
-    if spec.kind == "openai":
-        reachable(mo.base_url)
-    if mo.cast != "scripted":
-        reachable(mo.cast_base_url or mo.base_url,
-                  "--cast-base-url" if mo.cast_base_url else "--base-url")
-    if processes > 1 and spec.kind == "remote":
-        raise fail("--processes: remote agents already run in their own worker processes; "
-                   "use --processes 1 with --agent remote")
-    if resume and run_id is None:
-        if not db.exists():
-            raise fail(f"--resume: {db} does not exist; nothing to resume")
-        with Reader(db) as r:
-            run_id = r.latest_run()
-        if run_id is None:
-            raise fail(f"--resume: {db} holds no run")
-    from ..sim.task import FaultPlan
-
-    if not 0.0 <= faults <= 1.0:
-        raise fail(f"--faults: expected a rate between 0 and 1, got {faults}")
-    from ..sim import RunConfigError
-
-    rid = run_id or new_run_id()
-    try:
-        opts = RunOptions(rid, agent, trials, concurrency, clock, spec.role, resume,
-                          FaultPlan(rate=faults) if faults else None, tools=mo.tools)
-    except RunConfigError as exc:
-        raise fail(f"--run-id: {exc}") from None
+    rid = p.options.run_id
     total = len(tasks) * trials
     stop = Interrupt(STOP_SIGNALS, on_second=_abort_at_once)
     stop.on_request(lambda _: err.print(
@@ -144,49 +103,36 @@ def _execute(tasks: list[Any], *, agent: str, db: Path, bus_url: str, trials: in
     def in_processes() -> list[Any]:
         with progress() as bar:
             job = bar.add_task(f"{rid} ({agent}, {processes} processes)", total=total)
-            return run_in_processes(
-                tasks, processes=processes, db=db, open_bus=lambda: open_bus(bus_url),
-                agent=make_agent, cast=make_cast, options=opts,
-                on_done=lambda r: bar.advance(job), on_plan=planned(bar, job), interrupt=stop)
+            return execute_in_processes(p, on_done=lambda r: bar.advance(job),
+                                        on_plan=planned(bar, job), interrupt=stop)
 
-    async def go() -> list[Any]:
-        # listening outermost: closing the bus and the store is covered by the signals too
-        async with stop.listening():
-            with progress() as bar:
-                return await in_store(bar, bar.add_task(f"{rid} ({agent})", total=total))
-
-    async def in_store(bar: Any, job: Any) -> list[Any]:
-        async with bus, EventStore(db) as store:
-            if spec.kind != "remote":
-                return await run_episodes(tasks, agent=make_agent, cast=make_cast, bus=bus,
-                                          store=store, options=opts,
-                                          on_done=lambda r: bar.advance(job),
-                                          on_plan=planned(bar, job), interrupt=stop)
-            from ..agents.remote import RemoteAgentProxy, RemotePool
-
-            async with RemotePool(bus) as pool:
-                return await run_episodes(tasks, agent=lambda t: RemoteAgentProxy(pool, t),
-                                          cast=make_cast, bus=bus, store=store, options=opts,
-                                          on_done=lambda r: bar.advance(job),
-                                          on_plan=planned(bar, job), interrupt=stop)
+    async def in_store() -> list[Any]:
+        with progress() as bar:
+            job = bar.add_task(f"{rid} ({agent})", total=total)
+            return await execute(p, on_done=lambda r: bar.advance(job),
+                                 on_plan=planned(bar, job), interrupt=stop)
 
     try:
-        results = in_processes() if processes > 1 else anyio.run(go)
+        results = in_processes() if processes > 1 else anyio.run(in_store)
     except RunInterrupted:
         raise _interrupted(rid, db, total) from None
     except BusError as exc:
         raise fail(f"--bus {bus_url}: {exc}", 1) from None
     except ProcessFailedError as exc:
         raise fail(f"{exc} (run id {rid})", 1) from None
-    except (LeaseHeldError, RunConfigError) as exc:
+    except refused as exc:  # (a lease held by another runner, a run changed since)
         raise fail(str(exc)) from None
     except BaseExceptionGroup as group:  # raised inside the store's task group
-        if group.subgroup(RunInterrupted) is not None:
+        from ..runtime.run import _ours
+
+        leaf = _ours(group)
+        if isinstance(leaf, RunInterrupted):
             raise _interrupted(rid, db, total) from None
-        refused = group.subgroup((LeaseHeldError, RunConfigError))
-        if refused is None:
-            raise
-        raise fail(str(first_leaf(refused))) from None
+        if isinstance(leaf, BusError):
+            raise fail(f"--bus {bus_url}: {leaf}", 1) from None
+        if isinstance(leaf, refused):
+            raise fail(str(leaf)) from None
+        raise
     return rid, results
 
 
@@ -439,34 +385,19 @@ def worker(
     """Serve agent decisions for episodes run by `coworkenv run --agent remote` elsewhere.
     The runner and every worker share COWORKENV_BUS_KEY: envelopes are signed with it."""
     import anyio
-    from pydantic import TypeAdapter
 
-    from ..agents import NoopAgent, OpenAIAgent, OracleAgent, parse_agent
-    from ..agents.factory import endpoint
+    from ..agents import parse_agent
+    from ..agents.factory import worker_agent_factory
     from ..agents.remote import Worker
     from ..bus import BusError, bus_key, open_bus
-    from ..sim.task import Step
 
     try:
         spec = parse_agent(agent)
+        make = worker_agent_factory(agent, base_url=base_url, api_key_env=api_key_env,
+                                    max_concurrency=model_concurrency)
         b = open_bus(bus, key=bus_key(required=True) if bus.startswith("mqtt") else None)
-        ep = endpoint(spec.model, base_url, api_key_env, max_concurrency=model_concurrency) \
-            if spec.kind == "openai" else None
     except (ValueError, BusError) as exc:
         raise fail(str(exc)) from None
-    if spec.kind not in ("oracle", "noop", "openai"):
-        raise fail(f"--agent: a worker serves oracle, noop or openai:MODEL, not {agent!r}")
-    steps = TypeAdapter(list[Step])
-
-    def make(setup: dict[str, Any]) -> Any:
-        if spec.kind == "oracle":
-            if not setup.get("reference"):
-                raise ValueError("the runner sent no reference solution")
-            return OracleAgent(steps.validate_python(setup["reference"]))
-        if spec.kind == "noop":
-            return NoopAgent()
-        assert ep is not None
-        return OpenAIAgent(ep)
 
     async def go() -> None:
         async with b:

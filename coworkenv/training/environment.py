@@ -5,9 +5,9 @@ calls ``reset(**row)`` before generation, and exposes the object's public method
 tools the policy may call; its tool loop runs a method for each tool call and feeds the
 returned text back to the model. Here every such object drives one coworkenv episode:
 
-- ``reset(task_id=...)`` starts an episode of that task (seed workspace, scripted user and
-  coworkers, timeline, tool service, virtual clock) on a background event loop, and returns
-  when the agent is first asked to act;
+- ``reset(task_id=...)`` starts a session (:class:`~coworkenv.runtime.Session`: an episode of
+  that task with seed workspace, scripted user and coworkers, timeline, tool service, virtual
+  clock) on a background event loop, and returns when the agent is first asked to act;
 - each tool method (one per workspace tool offered, plus ``send_message``, ``wait`` and
   ``finish``) is
   the agent's action: it goes over the bus like any agent's, the episode runs until the agent
@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import inspect
-import itertools
 import json
 import threading
 import time
@@ -36,95 +35,74 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, Literal
 
-from ..agents.chat import AGENT_FUNCTIONS, render_incoming
-from ..bus import Envelope, MemoryBus
-from ..sim.actor import Actor, ActorContext
-from ..sim.clock import make_clock
-from ..sim.episode import EpisodeKernel, EpisodeResult, EpisodeSpec
+from ..agents.chat import AGENT_FUNCTIONS
+from ..runtime.session import Action, Session, Sessions
+from ..sim.actor import Actor
+from ..sim.episode import EpisodeResult
 from ..sim.grading import GradeWeights
-from ..sim.task import Task, task_toolset
-from ..store import EventStore
+from ..sim.task import Task
 from ..workspace import openai_tools
-
-Action = tuple[str, str, dict[str, Any]]
-"""(kind, name, arguments): kind is ``tool``, ``message``, ``wait``, ``finish`` or ``end``."""
-
 
 
 class EpisodeHost:
-    """A background thread with its own event loop, one store writer and one memory bus, on
-    which every rollout episode of a training run runs. The trainer's thread talks to it
-    through :meth:`call` (a coroutine run on the loop, waited for with a timeout)."""
+    """The trainer's side of :class:`~coworkenv.runtime.Sessions`: a background thread with its
+    own event loop runs the sessions (one store writer, one memory bus, one run record); the
+    trainer's threads talk to it through :meth:`call` (a coroutine run on the loop, waited for
+    with a timeout)."""
 
     def __init__(self, db: Path, run_id: str, agent_name: str, tasks: Sequence[Task], *,
                  cast: Callable[[Task], dict[str, Actor]] | None = None,
                  weights: GradeWeights | None = None, tools: list[str] | None = None,
                  episode_wall_s: float = 3600.0, step_timeout_s: float = 900.0) -> None:
-        from ..agents import cast_factory
-
         self.db, self.run_id, self.agent_name = db, run_id, agent_name
-        self.tasks = {t.id: _long_lived(t, episode_wall_s) for t in tasks}
-        self.cast = cast or cast_factory("scripted")
-        self.weights = weights or GradeWeights()
-        self.tools = tools
         self.step_timeout_s = step_timeout_s
-        self._counter = itertools.count()
+        # a rollout waits for generation between actions: a wall budget that fits a training
+        # step, not a served model's
+        self.sessions = Sessions(db, tasks=list(tasks), run_id=run_id, agent_name=agent_name,
+                                 role="student", cast=cast, tools=tools, weights=weights,
+                                 source="grpo", wall_timeout_s=episode_wall_s)
+        self.tasks = self.sessions.tasks
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, name="coworkenv-episodes",
                                         daemon=True)
         self._thread.start()
-        self.bus = MemoryBus()
-        self.store = EventStore(db)
         self._ready: Future[None] = Future()
         self._closing: asyncio.Event | None = None
         self._main = asyncio.run_coroutine_threadsafe(self._serve(), self.loop)
         self._ready.result(120)
 
     async def _serve(self) -> None:
-        """Owns the store for the host's lifetime (its writer task lives in this task)."""
+        """Holds the sessions open for the host's lifetime (their task group lives here)."""
         self._closing = asyncio.Event()
         try:
-            async with self.store:
-                await self._open()
+            async with self.sessions:
                 self._ready.set_result(None)
                 await self._closing.wait()
-                await self.store.finish_run(self.run_id)
         except BaseException as exc:
             if not self._ready.done():
                 self._ready.set_exception(exc)
             raise
-
-    async def _open(self) -> None:
-        await self.store.create_run(self.run_id, self.agent_name,
-                                    {"role": "student", "source": "grpo",
-                                     "tasks": sorted(self.tasks)})
-        await self.store.save_tasks(self.run_id, [(t.id, t.family, list(t.capabilities),
-                                                   t.model_dump_json())
-                                                  for t in self.tasks.values()])
 
     def call(self, coro: Any, timeout: float | None = None) -> Any:
         fut: Future[Any] = asyncio.run_coroutine_threadsafe(coro, self.loop)
         return fut.result(timeout or self.step_timeout_s)
 
     def toolset(self, task_id: str) -> list[str]:
-        return task_toolset(self.task(task_id), self.tools)
+        return self.sessions.toolset(task_id)
 
     def task(self, task_id: str) -> Task:
-        try:
-            return self.tasks[task_id]
-        except KeyError:
-            raise ValueError(f"task_id {task_id!r} is not among the training tasks "
-                             f"({len(self.tasks)} loaded)") from None
+        return self.sessions.task(task_id)
 
     def start(self, task_id: str) -> Rollout:
         """Start an episode of ``task_id``; return once its agent is first asked to act."""
         task = self.task(task_id)
-        n = next(self._counter)
-        spec = EpisodeSpec(task, self.run_id, f"{self.run_id}:{task.id}:{n}:0", n, 0,
-                           _seed(task.id, n), self.agent_name, "student", self.tools)
-        rollout = Rollout(self, task, spec)
-        self.call(rollout.begin())
-        return rollout
+
+        async def begin() -> Session:
+            session = self.sessions.session()
+            await session.reset(task)
+            return session
+
+        return Rollout(self, self.call(begin()))
 
     def close(self) -> None:
         """Finish the run and flush the store (every rollout episode is on disk after this)."""
@@ -141,137 +119,46 @@ class EpisodeHost:
                 self.loop.close()
 
 
-def _long_lived(task: Task, wall_s: float) -> Task:
-    """A training rollout waits for generation between actions: give it a wall budget that
-    fits a training step, not a served model's."""
-    limits = task.limits.model_copy(update={"wall_timeout_s": max(task.limits.wall_timeout_s,
-                                                                  wall_s)})
-    return task.model_copy(update={"limits": limits})
-
-
-def _seed(task_id: str, n: int) -> int:
-    return int.from_bytes(hashlib.sha256(f"grpo:{task_id}:{n}".encode()).digest()[:4], "big")
-
-
-class StepAgent(Actor):
-    """The agent's seat in an episode, driven from outside: at each decision point it hands
-    what it was told since the last one to the trainer and waits for the next action."""
-
-    role = "agent"
-
-    def __init__(self) -> None:
-        self.decisions: asyncio.Queue[list[dict[str, Any]]] = asyncio.Queue()
-        self.actions: asyncio.Queue[Action] = asyncio.Queue()
-        self.buffer: list[dict[str, Any]] = []
-        self.pending: set[str] = set()
-        self.user = ""
-        self.acted = 0
-        self.waits = 0
-
-    async def handle(self, envelope: Envelope, ctx: ActorContext) -> None:
-        p = envelope.payload
-        if envelope.kind == "task":
-            self.user = str(p.get("from"))  # the opening is the prompt itself
-        else:
-            msg = render_incoming(envelope.kind, p)
-            if msg is None:
-                return
-            self.buffer.append(msg)
-            if envelope.kind == "tool_result":
-                self.pending.discard(str(p.get("call_id")))
-        if self.pending:
-            return
-        told, self.buffer = self.buffer, []
-        await self.decisions.put(told)
-        kind, name, args = await self.actions.get()
-        self.acted += 1
-        call_id = f"rl-{self.acted}"
-        if kind == "wait":
-            self.acted -= 1  # not an action: the agent is asked again when something arrives
-            self.waits += 1
-            ctx.record("agent.wait", {"call_id": f"rl-wait-{self.waits}"})
-        elif kind == "tool":
-            self.pending.add(call_id)
-            ctx.call_tool(name, args, call_id=call_id)
-        elif kind == "message":
-            ctx.say(str(args["to"]), str(args["text"]), call_id=call_id)
-        else:  # finish, or the policy stopped calling tools (its last text goes to the user)
-            text = str(args.get("text") or "").strip()
-            if kind == "end" and text:
-                ctx.say(self.user, text, as_text=True)
-            ctx.finish(str(args.get("summary") or ("" if kind == "finish" else "rollout ended")),
-                       call_id=call_id)
-
-
 class Rollout:
-    """One episode driven by a policy, step by step, from the trainer's thread."""
+    """One session driven by a policy, step by step, from the trainer's thread; each action's
+    observation comes back as the text TRL's tool loop gives the model."""
 
-    def __init__(self, host: EpisodeHost, task: Task, spec: EpisodeSpec) -> None:
-        self.host, self.task, self.spec = host, task, spec
-        self.agent = StepAgent()
-        self.result: EpisodeResult | None = None
-        self._run: asyncio.Task[EpisodeResult] | None = None
-        self.kernel: EpisodeKernel | None = None
+    def __init__(self, host: EpisodeHost, session: Session) -> None:
+        self.host, self.session = host, session
 
-    async def begin(self) -> None:
-        self.kernel = kernel = EpisodeKernel(self.spec, bus=self.host.bus, store=self.host.store,
-                               agent=self.agent, cast=self.host.cast(self.task),
-                               clock=make_clock("virtual"), weights=self.host.weights)
-        self._run = asyncio.get_running_loop().create_task(kernel.run())
-        await self._next()
+    @property
+    def task(self) -> Task:
+        assert self.session.task is not None
+        return self.session.task
 
-    async def _next(self) -> list[dict[str, Any]] | None:
-        """What the agent is told before its next decision (None: the episode ended)."""
-        assert self._run is not None
-        get = asyncio.ensure_future(self.agent.decisions.get())
-        await asyncio.wait({get, self._run}, return_when=asyncio.FIRST_COMPLETED)
-        if get.done():
-            return get.result()
-        get.cancel()
-        return None
-
-    async def _step(self, action: Action) -> tuple[list[dict[str, Any]], bool]:
-        assert self._run is not None
-        if self._run.done():
-            return [], False
-        await self.agent.actions.put(action)
-        told = await self._next()
-        if told is None:  # the episode ended: whatever was rendered but not yet handed over
-            told, self.agent.buffer = self.agent.buffer, []
-            return told, False
-        return told, True
+    @property
+    def kernel(self) -> Any:
+        return self.session.kernel
 
     @property
     def over(self) -> bool:
-        return self._run is None or self._run.done()
+        return self.session.done
 
     def act(self, kind: str, name: str, args: dict[str, Any]) -> str:
         """Take one action; return what the agent was told until its next decision, as text."""
         if self.over:
             return json.dumps({"ok": False, "error": {
                 "code": "episode_over", "message": "The episode has ended; nothing was done."}})
-        told, alive = self.host.call(self._step((kind, name, args)))
+        obs, _, done, _ = self.host.call(self.session.step(Action(kind, name, args)))  # type: ignore[arg-type]
         parts: list[str] = []
         if kind == "message":
             parts.append(json.dumps({"ok": True, "sent": True}))
         elif kind == "finish":
             parts.append(json.dumps({"ok": True, "finished": True}))
-        parts += [m["content"] for m in told]
-        if not alive and kind != "finish":
+        parts += [m["content"] for m in obs.messages]
+        if done and kind != "finish":
             parts.append("[the episode has ended]")
         return "\n".join(parts)
 
     def finish(self, text: str = "") -> EpisodeResult:
         """End the episode (if the policy did not) and return its graded result."""
-        if self.result is None:
-            async def end() -> EpisodeResult:
-                assert self._run is not None
-                if not self._run.done():
-                    await self.agent.actions.put(("end", "", {"text": text}))
-                return await self._run
-
-            self.result = self.host.call(end())
-        return self.result
+        result: EpisodeResult = self.host.call(self.session.close(text))
+        return result
 
 
 # tool methods generated from the tools' JSON schemas -------------------------------------

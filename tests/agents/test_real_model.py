@@ -81,19 +81,11 @@ def test_the_llm_persona_answers_from_the_real_model(tmp_path: Path, llama_serve
     with ScriptedOpenAIServer(script, default=agent_script[1]) as srv:
         ep = Endpoint(srv.base_url, "scripted")
 
-        import anyio
+        from coworkenv.runtime import RunConfig, run
 
-        from coworkenv.bus import MemoryBus
-        from coworkenv.sim import RunOptions, run_episodes
-        from coworkenv.store import EventStore
-
-        async def go():  # type: ignore[no-untyped-def]
-            async with MemoryBus("p") as bus, EventStore(tmp_path / "p.db") as store:
-                return await run_episodes([task], agent=lambda t: OpenAIAgent(ep), cast=cast,
-                                          bus=bus, store=store,
-                                          options=RunOptions("p", "openai:scripted"))
-
-        (res,) = anyio.run(go)
+        (res,) = run(RunConfig([task], agent=lambda t: OpenAIAgent(ep),
+                               agent_name="openai:scripted", role="student", cast=cast,
+                               db=tmp_path / "p.db", run_id="p")).episodes
     assert res.status == "completed", res.failure
     with Reader(tmp_path / "p.db") as r:
         events = list(r.events(res.episode_id))

@@ -1,0 +1,402 @@
+"""Episodes driven step by step from outside: :class:`Sessions` and :class:`Session`.
+
+A session is one episode whose agent seat is held by the caller: ``reset`` starts the episode
+and returns what the agent is told first; ``step(action)`` takes one action (a tool call, a
+message, a wait, finish) and returns what the agent was told until it is next asked to act,
+with the reward and whether the episode is over. Everything else is a normal episode: the
+user and coworkers answer over the bus, the virtual clock jumps over waits, every event goes
+to the store, and the finished episode is graded, so replay, the viewer, regrade and export
+work on sessions as on any run.
+
+    async with Sessions(db="runs/s.db", tasks=["examples/tasks"]) as sessions:
+        s = sessions.session()
+        obs = await s.reset("share-onboarding")
+        obs, reward, done, info = await s.step(Action.tool("directory_lookup", query="kate"))
+        ...
+        result = await s.close()          # the graded episode
+
+Many sessions run at once on one event loop; each holds at most one decision in flight (the
+agent's seat hands over one observation and waits for one action: bounded streams of one).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import anyio
+import anyio.abc
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from ..agents.chat import opening, render_incoming
+from ..bus import Bus, Envelope, MemoryBus
+from ..sim.actor import Actor, ActorContext
+from ..sim.clock import make_clock
+from ..sim.episode import EpisodeKernel, EpisodeResult, EpisodeSpec
+from ..sim.errors import RunConfigError
+from ..sim.grading import GradeWeights
+from ..sim.task import Task, task_toolset
+from ..store import EventStore
+
+Kind = Literal["tool", "message", "wait", "finish", "end"]
+
+
+@dataclass(frozen=True)
+class Action:
+    """One action of the agent. ``end`` is the policy stopping: its ``text`` (if any) goes to
+    the user, then the episode finishes."""
+
+    kind: Kind
+    name: str = ""
+    arguments: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def tool(cls, name: str, **arguments: Any) -> Action:
+        return cls("tool", name, arguments)
+
+    @classmethod
+    def message(cls, to: str, text: str) -> Action:
+        return cls("message", "send_message", {"to": to, "text": text})
+
+    @classmethod
+    def wait(cls) -> Action:
+        """Nothing now: the agent is asked again when something arrives (or the episode ends
+        when nothing ever will)."""
+        return cls("wait", "wait")
+
+    @classmethod
+    def finish(cls, summary: str = "") -> Action:
+        return cls("finish", "finish", {"summary": summary})
+
+    @classmethod
+    def end(cls, text: str = "") -> Action:
+        return cls("end", "", {"text": text})
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What the agent was told: chat messages, rendered as for any model agent (the opening
+    system prompt and task on reset; tool results, messages and notifications after)."""
+
+    messages: list[dict[str, Any]]
+    done: bool = False
+
+    @property
+    def text(self) -> str:
+        return "\n".join(str(m.get("content") or "") for m in self.messages)
+
+
+class SessionAgent(Actor):
+    """The agent's seat, held from outside: at each decision point it sends what it was told
+    since the last one, and waits for the next action."""
+
+    role = "agent"
+
+    def __init__(self) -> None:
+        self._told_in: MemoryObjectSendStream[list[dict[str, Any]]]
+        self.told: MemoryObjectReceiveStream[list[dict[str, Any]]]
+        self._told_in, self.told = anyio.create_memory_object_stream[list[dict[str, Any]]](1)
+        self.actions: MemoryObjectSendStream[Action]
+        self._actions_out: MemoryObjectReceiveStream[Action]
+        self.actions, self._actions_out = anyio.create_memory_object_stream[Action](1)
+        self.buffer: list[dict[str, Any]] = []
+        self.pending: set[str] = set()
+        self.user = ""
+        self.opening: list[dict[str, Any]] = []
+        self.acted = 0
+        self.waits = 0
+
+    def close(self) -> None:
+        """Close the seat's streams (the episode is over)."""
+        for stream in (self._told_in, self.told, self.actions, self._actions_out):
+            stream.close()
+
+    async def handle(self, envelope: Envelope, ctx: ActorContext) -> None:
+        p = envelope.payload
+        if envelope.kind == "task":
+            self.user = str(p.get("from"))
+            self.opening = opening(p)
+        else:
+            msg = render_incoming(envelope.kind, p)
+            if msg is None:
+                return
+            self.buffer.append(msg)
+            if envelope.kind == "tool_result":
+                self.pending.discard(str(p.get("call_id")))
+        if self.pending:
+            return
+        told, self.buffer = self.buffer, []
+        await self._told_in.send(told)
+        action = await self._actions_out.receive()
+        self.acted += 1
+        call_id = f"s-{self.acted}"
+        if action.kind == "wait":
+            self.acted -= 1  # not an action: the agent is asked again when something arrives
+            self.waits += 1
+            ctx.record("agent.wait", {"call_id": f"s-wait-{self.waits}"})
+        elif action.kind == "tool":
+            self.pending.add(call_id)
+            ctx.call_tool(action.name, action.arguments, call_id=call_id)
+        elif action.kind == "message":
+            ctx.say(str(action.arguments["to"]), str(action.arguments["text"]), call_id=call_id)
+        else:  # finish, or the policy stopped (its last text goes to the user)
+            text = str(action.arguments.get("text") or "").strip()
+            if action.kind == "end" and text:
+                ctx.say(self.user, text, as_text=True)
+            summary = action.arguments.get("summary")
+            ctx.finish(str(summary or ("" if action.kind == "finish" else "session ended")),
+                       call_id=call_id)
+
+
+class Session:
+    """One episode driven step by step (see the module doc). Made by :meth:`Sessions.session`."""
+
+    def __init__(self, host: Sessions) -> None:
+        self.host = host
+        self.task: Task | None = None
+        self.spec: EpisodeSpec | None = None
+        self.kernel: EpisodeKernel | None = None
+        self.agent: SessionAgent | None = None
+        self.result: EpisodeResult | None = None
+        self.error: BaseException | None = None
+        """What the episode's kernel raised, if it did (``close`` raises it again)."""
+        self.steps = 0
+        self._ended: anyio.Event | None = None
+
+    @property
+    def done(self) -> bool:
+        return self._ended is not None and self._ended.is_set()
+
+    async def reset(self, task: Task | str, *, seed: int | None = None) -> Observation:
+        """Start an episode of ``task`` (a task or the id of one the host holds); return the
+        opening (system prompt and task) and anything else told before the first decision.
+        A session that is still running is finished first."""
+        if self.kernel is not None and not self.done:
+            await self.close()
+        if self.agent is not None:
+            self.agent.close()
+        t = await self.host._admit(task)
+        n = next(self.host._counter)
+        self.task, self.steps, self.result = t, 0, None
+        self._ended = anyio.Event()
+        self.spec = EpisodeSpec(t, self.host.run_id, f"{self.host.run_id}:{t.id}:{n}:0", n, 0,
+                                seed if seed is not None else _seed(self.host.run_id, t.id, n),
+                                self.host.agent_name, self.host.role, self.host.tools)
+        self.agent = SessionAgent()
+        self.kernel = EpisodeKernel(self.spec, bus=self.host.bus, store=self.host.store,
+                                    agent=self.agent, cast=self.host.cast(t),
+                                    clock=make_clock("virtual"), weights=self.host.weights)
+        self.host._start(self)
+        told = await self._next()
+        assert self.agent is not None
+        return Observation([*self.agent.opening, *(told or [])], done=told is None)
+
+    async def _run(self) -> None:
+        assert self.kernel is not None
+        assert self._ended is not None
+        try:
+            self.result = await self.kernel.run()
+        except Exception as exc:  # (this session fails; the others go on)
+            self.error = exc
+        finally:
+            self._ended.set()
+
+    async def _next(self) -> list[dict[str, Any]] | None:
+        """What the agent is told before its next decision (None: the episode ended)."""
+        assert self.agent is not None
+        told: list[list[dict[str, Any]]] = []
+        async with anyio.create_task_group() as tg:
+            async def receive() -> None:
+                told.append(await self.agent.told.receive())  # type: ignore[union-attr]
+                tg.cancel_scope.cancel()
+
+            async def ended() -> None:
+                await self._ended.wait()  # type: ignore[union-attr]
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(receive)
+            tg.start_soon(ended)
+        return told[0] if told else None
+
+    async def step(self, action: Action) -> tuple[Observation, float, bool, dict[str, Any]]:
+        """Take one action; return (what the agent was told until its next decision, the
+        reward, whether the episode is over, info). The reward is 0 until the episode ends,
+        then its grade's score; ``info`` holds the grade's components at the end."""
+        if self.kernel is None or self.agent is None:
+            raise RunConfigError("session: reset() starts an episode before step()")
+        if self.done:
+            return Observation([], done=True), 0.0, True, {**self.state(),
+                                                           "error": "episode_over"}
+        await self.agent.actions.send(action)
+        if action.kind != "wait":
+            self.steps += 1
+        told = await self._next()
+        if told is None:  # ended: whatever was rendered but not yet handed over
+            told, self.agent.buffer = self.agent.buffer, []
+            return Observation(told, done=True), self._reward(), True, self.state()
+        return Observation(told), 0.0, False, self.state()
+
+    def _reward(self) -> float:
+        r = self.result
+        return float(r.score) if r is not None and r.status == "completed" else 0.0
+
+    def state(self) -> dict[str, Any]:
+        """Where the episode stands: ids, steps taken, simulated seconds, and at the end its
+        termination and grade."""
+        out: dict[str, Any] = {"episode_id": self.spec.episode_id if self.spec else None,
+                               "task_id": self.task.id if self.task else None,
+                               "steps": self.steps, "done": self.done,
+                               "sim_time_s": self.kernel.clock.now if self.kernel else 0.0}
+        r = self.result
+        if r is not None:
+            out.update(status=r.status, termination=r.termination, score=r.score,
+                       completion=r.completion, safety=r.safety, robustness=r.robustness,
+                       passed=r.passed, failure=r.failure)
+        return out
+
+    async def close(self, text: str = "") -> EpisodeResult:
+        """End the episode (if the agent did not: ``text`` goes to the user) and return its
+        graded result."""
+        if self.kernel is None or self.agent is None or self._ended is None:
+            raise RunConfigError("session: reset() starts an episode before close()")
+        ended = self._ended
+        if not self.done:
+            with anyio.CancelScope(shield=True):
+                async with anyio.create_task_group() as tg:
+                    async def end() -> None:
+                        await self.agent.actions.send(Action.end(text))  # type: ignore[union-attr]
+
+                    async def drain() -> None:  # (an observation may be waiting: drop it)
+                        while True:
+                            await self.agent.told.receive()  # type: ignore[union-attr]
+
+                    tg.start_soon(end)
+                    tg.start_soon(drain)
+                    await ended.wait()
+                    tg.cancel_scope.cancel()
+        self.agent.close()
+        if self.error is not None:
+            raise self.error
+        assert self.result is not None
+        return self.result
+
+
+class Sessions:
+    """Where sessions run: one bus, one store writer and one run record shared by every
+    session, in the caller's event loop (``async with``). ``tasks`` are the task sources
+    sessions may name by id; any :class:`Task` may also be given to ``reset`` directly."""
+
+    def __init__(self, db: str | Path, *, tasks: Sequence[str | Path | Task] = (),
+                 run_id: str | None = None, agent_name: str = "session", role: str = "student",
+                 cast: Callable[[Task], dict[str, Actor]] | None = None,
+                 tools: list[str] | None = None, weights: GradeWeights | None = None,
+                 bus: Bus | None = None, source: str = "session",
+                 wall_timeout_s: float | None = None) -> None:
+        from ..agents import cast_factory
+        from ..sim import Task as TaskType
+        from ..sim import load_tasks
+        from ..sim.runner import check_run_id
+        from .run import check_db
+
+        self.db = check_db(Path(db))
+        self.run_id = run_id or time.strftime("session-%Y%m%d-%H%M%S-") + \
+            f"{time.time_ns() % 1_000_000:06d}"
+        check_run_id(self.run_id)
+        if role not in ("teacher", "student"):
+            raise RunConfigError(f"role: expected teacher or student, got {role!r}")
+        self.agent_name, self.role, self.source = agent_name, role, source
+        self.cast = cast or cast_factory("scripted")
+        self.tools = tools
+        self.weights = weights or GradeWeights()
+        self.wall_timeout_s = wall_timeout_s
+        given = [t for t in tasks if isinstance(t, TaskType)]
+        paths = [Path(t) for t in tasks if not isinstance(t, TaskType)]
+        self.tasks: dict[str, Task] = {}
+        for t in [*given, *(load_tasks(paths) if paths else [])]:
+            self.tasks[t.id] = self._fit(t)
+        self._saved: set[str] = set()
+        self.bus = bus or MemoryBus()
+        self.store = EventStore(self.db)
+        self._counter = itertools.count()
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._sessions: list[Session] = []
+
+    def _fit(self, task: Task) -> Task:
+        """A session waits on its caller between actions: a wall budget that fits it."""
+        if self.wall_timeout_s is None:
+            return task
+        limits = task.limits.model_copy(update={"wall_timeout_s": max(
+            task.limits.wall_timeout_s, self.wall_timeout_s)})
+        return task.model_copy(update={"limits": limits})
+
+    def toolset(self, task_id: str) -> list[str]:
+        """The tools a session of this task offers (the host's ``tools`` or the task's)."""
+        return task_toolset(self.task(task_id), self.tools)
+
+    def task(self, task_id: str) -> Task:
+        try:
+            return self.tasks[task_id]
+        except KeyError:
+            raise RunConfigError(f"task_id {task_id!r} is not among the session host's tasks "
+                                 f"({len(self.tasks)} loaded)") from None
+
+    def session(self) -> Session:
+        if self._tg is None:
+            raise RunConfigError("sessions: open the host first (async with Sessions(...))")
+        s = Session(self)
+        self._sessions.append(s)
+        return s
+
+    async def _admit(self, task: Task | str) -> Task:
+        t = self.task(task) if isinstance(task, str) else self.tasks.setdefault(
+            task.id, self._fit(task))
+        if t.id not in self._saved:
+            self._saved.add(t.id)
+            await self.store.save_tasks(self.run_id, [(t.id, t.family, list(t.capabilities),
+                                                       t.model_dump_json())])
+        return t
+
+    def _start(self, s: Session) -> None:
+        assert self._tg is not None
+        self._tg.start_soon(s._run)
+
+    async def __aenter__(self) -> Sessions:
+        self._stack = anyio.create_task_group()
+        await self.bus.__aenter__()
+        try:
+            await self.store.__aenter__()
+            await self.store.create_run(self.run_id, self.agent_name,
+                                        {"role": self.role, "source": self.source,
+                                         "tasks": sorted(self.tasks)})
+            self._tg = await self._stack.__aenter__()
+        except BaseException:
+            await self.store.__aexit__(None, None, None)
+            await self.bus.__aexit__(None, None, None)
+            raise
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        try:
+            with anyio.CancelScope(shield=True):
+                for s in self._sessions:  # every episode ends recorded and graded
+                    if s.kernel is not None and not s.done:
+                        await s.close()
+                    elif s.agent is not None:
+                        s.agent.close()
+            await self._stack.__aexit__(*exc)
+        finally:
+            self._tg = None
+            try:
+                await self.store.finish_run(self.run_id)
+            finally:
+                await self.store.__aexit__(*exc)
+                await self.bus.__aexit__(*exc)
+
+
+def _seed(run_id: str, task_id: str, n: int) -> int:
+    return int.from_bytes(hashlib.sha256(f"{run_id}:{task_id}:{n}".encode()).digest()[:4], "big")
