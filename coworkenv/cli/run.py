@@ -32,6 +32,7 @@ from ._common import (
     print_table,
     select_tasks,
     toolset,
+    writable_db,
 )
 
 
@@ -412,3 +413,50 @@ def worker(
         pass
     except BusError as exc:
         raise fail(f"--bus {bus}: {exc}", 1) from None
+
+
+@app.command(epilog=EXIT_CODES, short_help="Serve one live episode over MCP; the client is "
+             "the agent.")
+def mcp(
+    task: Annotated[str, typer.Option(help="Id of the task to run")],
+    tasks: Annotated[list[Path] | None, typer.Option("--tasks", metavar="PATH...",
+                                                     help="Task files or folders that hold it "
+                                                     "(default: the built-in tasks)")] = None,
+    db: Annotated[Path, typer.Option(help=DB_HELP)] = Path("runs/coworkenv.db"),
+    transport: Annotated[str, typer.Option(help="stdio (the client starts this command) or "
+                                           "http (streamable HTTP at /mcp)")] = "stdio",
+    host: Annotated[str, typer.Option(help="Address to listen on (http)")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port (http)")] = 8000,
+    tools: Annotated[str | None, typer.Option(help="Tools offered, comma-separated tool or app "
+                                              "names, or `reference`; default: the task's")]
+    = None,
+    run_id: Annotated[str | None, typer.Option(help="Run id (default: a new one)")] = None,
+    seed: Annotated[int | None, typer.Option(help="Episode seed (default: derived)")] = None,
+) -> None:
+    """Serve one live episode of a task over MCP: any MCP client is the agent under test.
+
+    The server's instructions are the agent's opening (system prompt and task); its tools are
+    the task's tools plus send_message, wait and finish; every call is the agent's action in
+    the episode, recorded in --db like any run, and returns what the agent is told next.
+    Over stdio the episode ends when the client disconnects; over http, once it is over. The
+    graded result goes to stderr (stdout is the protocol over stdio)."""
+    import anyio
+
+    from ..runtime.mcp import TRANSPORTS, serve_episode
+    from ..sim import RunConfigError, builtin_tasks
+
+    if transport not in TRANSPORTS:
+        raise fail(f"--transport: expected stdio or http, got {transport!r}")
+    writable_db(db)
+    loaded = load(tasks) if tasks else builtin_tasks()
+    found = [t for t in loaded if t.id == task]
+    if not found:
+        raise fail(f"--task: no task {task!r} among the {len(loaded)} loaded"
+                   + ("" if tasks else " (built-in; give --tasks PATH for others)"))
+    try:
+        anyio.run(lambda: serve_episode(found[0], db, transport=transport, host=host, port=port,
+                                        run_id=run_id, tools=toolset(tools), seed=seed))
+    except RunConfigError as exc:
+        raise fail(str(exc)) from None
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None

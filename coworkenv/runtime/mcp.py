@@ -1,0 +1,138 @@
+"""One live episode served over MCP, with any MCP client as the agent under test
+(``coworkenv mcp``; the official ``mcp`` SDK, the ``mcp`` extra).
+
+The episode is a :class:`~coworkenv.runtime.Session`: it starts when the server starts; the
+server's instructions are the agent's opening (system prompt and task); its tools are the
+task's workspace tools (their own JSON schemas) plus ``send_message``, ``wait`` and ``finish``.
+Each tool call is the agent's action in the episode (an event in the log, like any agent's);
+its result is what the agent was told until it is next asked to act: the tool's result, then
+messages and notifications from people, rendered as for a model agent. When the client goes
+away (stdio) or the episode is over (HTTP), the episode is ended, graded and recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from ..agents.chat import agent_tools
+from ..sim.task import Task
+from .session import Action, Session, Sessions
+
+TRANSPORTS = ("stdio", "http")
+
+
+def _import_mcp() -> Any:
+    try:
+        import mcp.server.lowlevel
+    except ImportError as exc:
+        from ..sim.errors import RunConfigError
+
+        raise RunConfigError(f"transport: serving over MCP needs the mcp extra "
+                             f"(pip install 'coworkenv[mcp]'): {exc}") from None
+    return mcp
+
+
+def episode_server(session: Session, tools: list[dict[str, Any]], instructions: str,
+                   on_over: Callable[[], None] | None = None) -> Any:
+    """An MCP low-level server whose tools act in ``session`` (one action at a time)."""
+    _import_mcp()
+    from mcp.server.lowlevel import Server
+    from mcp_types import CallToolResult, ListToolsResult, TextContent, Tool
+
+    listed = [Tool(name=t["function"]["name"], description=t["function"].get("description"),
+                   input_schema=t["function"]["parameters"]) for t in tools]
+    kinds = {"send_message": "message", "wait": "wait", "finish": "finish"}
+    lock = anyio.Lock()
+
+    async def list_tools(ctx: Any, params: Any) -> ListToolsResult:
+        return ListToolsResult(tools=listed)
+
+    async def call_tool(ctx: Any, params: Any) -> CallToolResult:
+        name, args = params.name, dict(params.arguments or {})
+        kind = kinds.get(name, "tool")
+        async with lock:  # one action at a time, in the order they came
+            if session.done:
+                return CallToolResult(content=[TextContent(text=json.dumps({
+                    "ok": False, "error": {"code": "episode_over",
+                                           "message": "The episode has ended; nothing was done."}}))],
+                    is_error=True)
+            if kind == "message" and not (isinstance(args.get("to"), str)
+                                          and isinstance(args.get("text"), str)):
+                return CallToolResult(content=[TextContent(text=json.dumps({
+                    "ok": False, "error": {"code": "invalid_arguments", "message":
+                                           "send_message needs `to` (a person id) and `text`"}}))],
+                    is_error=True)
+            obs, _, done, _ = await session.step(Action(kind, name, args))  # type: ignore[arg-type]
+        texts = [m["content"] for m in obs.messages]
+        if kind == "message":
+            texts.insert(0, json.dumps({"ok": True, "sent": True}))
+        elif kind == "finish":
+            texts.insert(0, json.dumps({"ok": True, "finished": True}))
+        if done:
+            texts.append("[the episode has ended]")
+            if on_over is not None:
+                on_over()
+        return CallToolResult(content=[TextContent(text=t) for t in texts or ["(nothing new)"]])
+
+    return Server("coworkenv", instructions=instructions, on_list_tools=list_tools,
+                  on_call_tool=call_tool)
+
+
+def _say(text: str) -> None:
+    """Progress for the person running the server: stderr (stdout may be the protocol)."""
+    print(text, file=sys.stderr, flush=True)
+
+
+async def serve_episode(task: Task, db: str | Path, *, transport: str = "stdio",
+                        host: str = "127.0.0.1", port: int = 8000,
+                        run_id: str | None = None, tools: Sequence[str] | None = None,
+                        agent_name: str = "mcp", seed: int | None = None) -> Any:
+    """Serve one episode of ``task`` over MCP until the client leaves (stdio) or the episode
+    is over (HTTP); return its graded result (recorded in ``db``)."""
+    if transport not in TRANSPORTS:
+        from ..sim.errors import RunConfigError
+
+        raise RunConfigError(f"transport: expected stdio or http, got {transport!r}")
+    _import_mcp()
+    async with Sessions(db, tasks=[task], run_id=run_id, agent_name=agent_name,
+                        tools=list(tools) if tools is not None else None,
+                        source="mcp") as sessions:
+        session = sessions.session()
+        first = await session.reset(task, seed=seed)
+        offered = agent_tools(sessions.toolset(task.id))
+        instructions = "\n\n".join(str(m.get("content") or "") for m in first.messages)
+        assert session.spec is not None
+        _say(f"coworkenv mcp: episode {session.spec.episode_id} of task {task.id} over "
+             f"{transport}; {len(offered)} tools; recording in {db} (run {sessions.run_id})")
+        if transport == "stdio":
+            from mcp.server.stdio import stdio_server
+
+            server = episode_server(session, offered, instructions)
+            async with stdio_server() as (read, write):
+                await server.run(read, write, server.create_initialization_options())
+        else:
+            import uvicorn
+
+            web: Any = None
+
+            def over() -> None:  # (the last answer goes out first: uvicorn drains on exit)
+                if web is not None:
+                    web.should_exit = True
+
+            server = episode_server(session, offered, instructions, on_over=over)
+            app = server.streamable_http_app(host=host)
+            web = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning",
+                                                lifespan="on"))
+            _say(f"coworkenv mcp: serving http://{host}:{port}/mcp")
+            await web.serve()
+        result = await session.close()
+    _say(f"coworkenv mcp: episode {result.episode_id}: {result.termination}, score "
+         f"{result.score:.3f} (completion {result.completion:.3f}, safety {result.safety:.3f}, "
+         f"robustness {result.robustness:.3f}), {result.turns} actions")
+    return result
