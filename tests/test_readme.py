@@ -79,6 +79,7 @@ class Walk:
     env: dict[str, str] = field(default_factory=dict)
     background: list[subprocess.Popen[str]] = field(default_factory=list)
     served: int | None = None
+    env_port: int | None = None
 
     def episode(self) -> str:
         """The longest completed episode recorded so far (for --episode, --at, --diff)."""
@@ -99,7 +100,10 @@ class Walk:
             line = line.replace("--port 8000", f"--port {self.served}")
             line = line.replace("http://127.0.0.1:8000/v1", f"http://127.0.0.1:{self.served}/v1")
         line = line.replace("http://127.0.0.1:8000/v1", self.model_url)
-        if line.startswith("coworkenv serve"):
+        if line.startswith("coworkenv serve-env"):
+            self.env_port = _free_port()
+            line = line.replace("--port 8100", f"--port {self.env_port}")
+        elif line.startswith("coworkenv serve"):
             self.served = _free_port()
             line = line.replace("--port 8000", f"--port {self.served}")
         if re.search(r"RUN:TASK:TRIAL:ATTEMPT|EPISODE_ID|--episode ID\b", line):
@@ -154,9 +158,10 @@ class Walk:
             assert time.monotonic() < deadline, f"{cmd} never got ready: {log.read_text()}"
             time.sleep(0.2)
         if cmd.startswith("coworkenv serve"):
+            port = self.env_port if cmd.startswith("coworkenv serve-env") else self.served
             while True:  # (the banner comes just before it listens)
                 try:
-                    socket.create_connection(("127.0.0.1", self.served or 0), 1).close()
+                    socket.create_connection(("127.0.0.1", port or 0), 1).close()
                     break
                 except OSError:
                     assert proc.poll() is None, log.read_text()

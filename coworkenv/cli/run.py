@@ -460,3 +460,54 @@ def mcp(
         raise fail(str(exc)) from None
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
+
+
+@app.command("serve-env", epilog=EXIT_CODES, short_help="Serve tasks as an OpenEnv "
+             "environment (reset/step/state, MCP tools).")
+def serve_env(
+    tasks: Annotated[list[Path] | None, typer.Option("--tasks", metavar="PATH...",
+                                                     help="Task files or folders (default: the "
+                                                     "built-in tasks)")] = None,
+    db: Annotated[Path, typer.Option(help=DB_HELP)] = Path("runs/coworkenv.db"),
+    host: Annotated[str, typer.Option(help="Address to listen on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port")] = 8000,
+    tools: Annotated[str | None, typer.Option(help="Tools offered, comma-separated tool or app "
+                                              "names, or `reference`; default: each task's")]
+    = None,
+    run_id: Annotated[str | None, typer.Option(help="Run id (default: a new one)")] = None,
+    max_sessions: Annotated[int, typer.Option(min=1, help="Concurrent OpenEnv sessions")] = 64,
+) -> None:
+    """Serve tasks as an OpenEnv environment (openenv-core): each client session resets to a
+    task (`reset(task_id=...)`), acts with MCP tool calls (the task's tools, send_message, wait,
+    finish) and gets what the agent is told, `done` and the reward (the grade's score at the
+    end). Every session is an episode recorded in --db (one run); Ctrl-C ends the open ones,
+    graded."""
+    from ..runtime.openenv import create_app
+    from ..sim import RunConfigError, builtin_tasks
+
+    writable_db(db)
+    loaded = load(tasks) if tasks else builtin_tasks()
+    try:
+        web, sessions = create_app(loaded, db, run_id=run_id, tools=toolset(tools),
+                                   max_sessions=max_sessions)
+    except RunConfigError as exc:
+        raise fail(str(exc)) from None
+    import uvicorn
+
+    console.print(f"serving {len(loaded)} task(s) as an OpenEnv environment at "
+                  f"http://{host}:{port} (run {sessions.sessions.run_id}, recorded in {db})",
+                  highlight=False)
+    sys.stdout.flush()
+
+    def stop(signum: int, frame: object) -> None:  # (uvicorn re-raises the signal it stopped on)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        uvicorn.run(web, host=host, port=port, log_level="warning")
+    except KeyboardInterrupt:
+        pass
+    finally:
+        sessions.close()  # (open sessions end, graded; the run is finished)
+        console.print(f"run {sessions.sessions.run_id} finished; episodes recorded in {db}",
+                      highlight=False)

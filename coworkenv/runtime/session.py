@@ -11,7 +11,7 @@ work on sessions as on any run.
     async with Sessions(db="runs/s.db", tasks=["examples/tasks"]) as sessions:
         s = sessions.session()
         obs = await s.reset("share-onboarding")
-        obs, reward, done, info = await s.step(Action.tool("directory_lookup", query="kate"))
+        obs, reward, done, info = await s.step(Action.tool("directory_search", query="kate"))
         ...
         result = await s.close()          # the graded episode
 

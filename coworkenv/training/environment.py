@@ -24,19 +24,17 @@ inspected in the viewer and re-graded.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import inspect
 import json
-import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, Literal
 
 from ..agents.chat import AGENT_FUNCTIONS
 from ..runtime.session import Action, Session, Sessions
+from ..runtime.threaded import ThreadedSessions
 from ..sim.actor import Actor
 from ..sim.episode import EpisodeResult
 from ..sim.grading import GradeWeights
@@ -44,48 +42,23 @@ from ..sim.task import Task
 from ..workspace import openai_tools
 
 
-class EpisodeHost:
-    """The trainer's side of :class:`~coworkenv.runtime.Sessions`: a background thread with its
-    own event loop runs the sessions (one store writer, one memory bus, one run record); the
-    trainer's threads talk to it through :meth:`call` (a coroutine run on the loop, waited for
-    with a timeout)."""
+class EpisodeHost(ThreadedSessions):
+    """The trainer's side of the rollouts: :class:`~coworkenv.runtime.Sessions` (one store
+    writer, one memory bus, one run record) on a background event loop; TRL's threads talk to
+    it through :meth:`call`."""
 
     def __init__(self, db: Path, run_id: str, agent_name: str, tasks: Sequence[Task], *,
                  cast: Callable[[Task], dict[str, Actor]] | None = None,
                  weights: GradeWeights | None = None, tools: list[str] | None = None,
                  episode_wall_s: float = 3600.0, step_timeout_s: float = 900.0) -> None:
         self.db, self.run_id, self.agent_name = db, run_id, agent_name
-        self.step_timeout_s = step_timeout_s
         # a rollout waits for generation between actions: a wall budget that fits a training
         # step, not a served model's
-        self.sessions = Sessions(db, tasks=list(tasks), run_id=run_id, agent_name=agent_name,
-                                 role="student", cast=cast, tools=tools, weights=weights,
-                                 source="grpo", wall_timeout_s=episode_wall_s)
-        self.tasks = self.sessions.tasks
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, name="coworkenv-episodes",
-                                        daemon=True)
-        self._thread.start()
-        self._ready: Future[None] = Future()
-        self._closing: asyncio.Event | None = None
-        self._main = asyncio.run_coroutine_threadsafe(self._serve(), self.loop)
-        self._ready.result(120)
-
-    async def _serve(self) -> None:
-        """Holds the sessions open for the host's lifetime (their task group lives here)."""
-        self._closing = asyncio.Event()
-        try:
-            async with self.sessions:
-                self._ready.set_result(None)
-                await self._closing.wait()
-        except BaseException as exc:
-            if not self._ready.done():
-                self._ready.set_exception(exc)
-            raise
-
-    def call(self, coro: Any, timeout: float | None = None) -> Any:
-        fut: Future[Any] = asyncio.run_coroutine_threadsafe(coro, self.loop)
-        return fut.result(timeout or self.step_timeout_s)
+        sessions = Sessions(db, tasks=list(tasks), run_id=run_id, agent_name=agent_name,
+                            role="student", cast=cast, tools=tools, weights=weights,
+                            source="grpo", wall_timeout_s=episode_wall_s)
+        self.tasks = sessions.tasks
+        super().__init__(sessions, step_timeout_s=step_timeout_s)
 
     def toolset(self, task_id: str) -> list[str]:
         return self.sessions.toolset(task_id)
@@ -93,30 +66,9 @@ class EpisodeHost:
     def task(self, task_id: str) -> Task:
         return self.sessions.task(task_id)
 
-    def start(self, task_id: str) -> Rollout:
+    def rollout(self, task_id: str) -> Rollout:
         """Start an episode of ``task_id``; return once its agent is first asked to act."""
-        task = self.task(task_id)
-
-        async def begin() -> Session:
-            session = self.sessions.session()
-            await session.reset(task)
-            return session
-
-        return Rollout(self, self.call(begin()))
-
-    def close(self) -> None:
-        """Finish the run and flush the store (every rollout episode is on disk after this)."""
-        if self.loop.is_closed():
-            return
-        try:
-            assert self._closing is not None
-            self.loop.call_soon_threadsafe(self._closing.set)
-            self._main.result(120)
-        finally:
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self._thread.join(10)
-            if not self._thread.is_alive():
-                self.loop.close()
+        return Rollout(self, self.start(self.task(task_id)))
 
 
 class Rollout:
@@ -226,7 +178,7 @@ class CoworkEnvironment:
     def reset(self, task_id: str, **row: Any) -> str | None:
         if self._rollout is not None and not self._rollout.over:
             self._rollout.finish()
-        self._rollout = self.host.start(str(task_id))
+        self._rollout = self.host.rollout(str(task_id))
         return None
 
     def _act(self, kind: str, name: str, args: dict[str, Any]) -> str:

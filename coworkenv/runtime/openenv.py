@@ -1,0 +1,180 @@
+"""coworkenv as an OpenEnv environment server (``openenv-core``; ``coworkenv serve-env``).
+
+Each OpenEnv session (one WebSocket client, or the HTTP endpoints) gets a
+:class:`CoworkEnvironment`, an OpenEnv ``MCPEnvironment``: ``reset(task_id=..., seed=...)``
+starts a coworkenv :class:`~coworkenv.runtime.Session` and returns the opening; a
+``CallToolAction`` is the agent's action in the episode (a workspace tool, ``send_message``,
+``wait`` or ``finish``) and returns what the agent was told until its next decision, with
+``done`` and the reward (the grade's score once the episode is over); ``ListToolsAction``
+lists the task's tools with their JSON schemas; ``state`` says where the episode stands. All
+sessions of a server share one store and run on one event loop (:class:`ThreadedSessions`),
+so they are recorded, graded episodes like any run's.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ..agents.chat import agent_tools
+from .session import Action, Observation, Session, Sessions
+from .threaded import ThreadedSessions
+
+KINDS = {"send_message": "message", "wait": "wait", "finish": "finish"}
+
+
+def _import_openenv() -> None:
+    try:
+        import fastmcp  # noqa: F401
+        import openenv.core.env_server  # noqa: F401
+    except ImportError as exc:
+        from ..sim.errors import RunConfigError
+
+        raise RunConfigError(f"serve-env needs the openenv extra (pip install "
+                             f"'coworkenv[openenv]'): {exc}") from None
+
+
+def _payload(obs: Observation, session: Session) -> dict[str, Any]:
+    return {"text": obs.text, "messages": obs.messages, "state": session.state()}
+
+
+def environment_class(host: ThreadedSessions) -> type[Any]:
+    """The OpenEnv environment class of ``host`` (its factory is the class itself)."""
+    _import_openenv()
+    from fastmcp import FastMCP
+    from fastmcp.tools.base import Tool, ToolResult
+    from mcp.types import TextContent
+    from openenv.core.env_server.mcp_environment import MCPEnvironment
+    from openenv.core.env_server.mcp_types import CallToolObservation, ToolError, ToolErrorType
+    from openenv.core.env_server.types import State
+
+    class EpisodeTool(Tool):  # type: ignore[misc]
+        """A tool of the episode, with its own JSON schema; running it is the agent's action."""
+
+        env: Any = None
+
+        async def run(self, arguments: dict[str, Any]) -> ToolResult:
+            obs = await self.env._act(self.name, arguments)
+            return ToolResult(content=[TextContent(type="text", text=json.dumps(
+                obs.result if obs.result is not None else obs.error.model_dump()))],
+                is_error=obs.error is not None)
+
+    class CoworkEnvironment(MCPEnvironment):  # type: ignore[misc]
+        SUPPORTS_CONCURRENT_SESSIONS = True
+
+        def __init__(self) -> None:
+            super().__init__(FastMCP("coworkenv"))
+            self.session: Session | None = None
+
+        def _serve_tools(self, task_id: str) -> None:
+            """The MCP server of this episode: the task's tools (reset changes them)."""
+            server = FastMCP("coworkenv")
+            for t in agent_tools(host.sessions.toolset(task_id)):
+                fn = t["function"]
+                server.add_tool(EpisodeTool(name=fn["name"], description=fn.get("description"),
+                                            parameters=fn["parameters"], env=self))
+            from fastmcp import Client
+
+            self.mcp_server, self.mcp_client = server, Client(server)
+
+        # reset ---------------------------------------------------------------------------
+        async def reset_async(self, seed: int | None = None, episode_id: str | None = None,
+                              task_id: str | None = None, **kwargs: Any) -> Any:
+            if not task_id:
+                return CallToolObservation(tool_name="reset", error=ToolError(
+                    error_type=ToolErrorType.INVALID_ARGS,
+                    message=f"reset needs task_id, one of {sorted(host.sessions.tasks)[:20]}"))
+            if task_id not in host.sessions.tasks:
+                return CallToolObservation(tool_name="reset", error=ToolError(
+                    error_type=ToolErrorType.INVALID_ARGS,
+                    message=f"task_id {task_id!r} is not among the server's "
+                            f"{len(host.sessions.tasks)} tasks"))
+            if self.session is not None and not self.session.done:
+                await host.acall(self.session.close())
+            self.session = session = host.sessions.session()
+            first = await host.acall(session.reset(task_id, seed=seed))
+            self._serve_tools(task_id)
+            return CallToolObservation(tool_name="reset", result={
+                **_payload(first, session),
+                "tools": [t["function"]["name"]
+                          for t in agent_tools(host.sessions.toolset(task_id))]},
+                done=first.done, reward=0.0)
+
+        def reset(self, seed: int | None = None, episode_id: str | None = None,
+                  task_id: str | None = None, **kwargs: Any) -> Any:
+            from openenv.core.utils import run_async_safely
+
+            return run_async_safely(self.reset_async(seed, episode_id, task_id, **kwargs))
+
+        # actions -------------------------------------------------------------------------
+        async def _act(self, name: str, arguments: dict[str, Any]) -> Any:
+            session = self.session
+            if session is None:
+                return CallToolObservation(tool_name=name, error=ToolError(
+                    error_type=ToolErrorType.EXECUTION_ERROR,
+                    message="reset(task_id=...) starts an episode before any tool"))
+            kind = KINDS.get(name, "tool")
+            if kind == "message" and not (isinstance(arguments.get("to"), str)
+                                          and isinstance(arguments.get("text"), str)):
+                return CallToolObservation(tool_name=name, error=ToolError(
+                    error_type=ToolErrorType.INVALID_ARGS,
+                    message="send_message needs `to` (a person id) and `text`"))
+            obs, reward, done, _ = await host.acall(session.step(Action(kind, name,  # type: ignore[arg-type]
+                                                                        dict(arguments))))
+            return CallToolObservation(tool_name=name, result=_payload(obs, session),
+                                       done=done, reward=reward)
+
+        async def _async_handle_call_tool(self, action: Any, timeout_s: float | None = None
+                                          ) -> Any:
+            return await self._act(action.tool_name, dict(action.arguments or {}))
+
+        def _step_impl(self, action: Any, timeout_s: float | None = None, **kwargs: Any) -> Any:
+            return CallToolObservation(tool_name=str(getattr(action, "type", "?")),
+                                       error=ToolError(error_type=ToolErrorType.INVALID_ARGS,
+                                                       message="actions are MCP tool calls "
+                                                       "(CallToolAction) or ListToolsAction"))
+
+        @property
+        def state(self) -> Any:
+            s = self.session.state() if self.session is not None else {}
+            return State(episode_id=s.get("episode_id"), step_count=int(s.get("steps", 0)),
+                         **{k: v for k, v in s.items() if k not in ("episode_id", "steps")})
+
+        def close(self) -> None:
+            if self.session is not None and not self.session.done:
+                host.call(self.session.close())
+            super().close()
+
+    return CoworkEnvironment
+
+
+def create_app(tasks: list[Any], db: str | Path, *, run_id: str | None = None,
+               tools: list[str] | None = None, max_sessions: int = 64) -> tuple[Any, Any]:
+    """The OpenEnv FastAPI app serving ``tasks`` (and the session host to close after)."""
+    _import_openenv()
+    from openenv.core.env_server.http_server import create_fastapi_app
+    from openenv.core.env_server.mcp_types import CallToolAction, CallToolObservation
+
+    host = ThreadedSessions(Sessions(db, tasks=tasks, run_id=run_id, agent_name="openenv",
+                                     tools=tools, source="openenv", wall_timeout_s=3600.0))
+    env = environment_class(host)
+    return create_fastapi_app(env, CallToolAction, CallToolObservation,
+                              max_concurrent_envs=max_sessions), host
+
+
+def __getattr__(name: str) -> Any:
+    """``app``: the app for OpenEnv's tooling (``openenv.yaml``: ``uvicorn
+    coworkenv.runtime.openenv:app``), serving ``COWORKENV_TASKS`` (task files or folders,
+    separated by the path separator; default: the built-in tasks) into ``COWORKENV_DB``."""
+    if name != "app":
+        raise AttributeError(name)
+    import os
+
+    from ..sim import builtin_tasks, load_tasks
+
+    given = [Path(p) for p in os.environ.get("COWORKENV_TASKS", "").split(os.pathsep) if p]
+    web, _ = create_app(load_tasks(given) if given else builtin_tasks(),
+                        os.environ.get("COWORKENV_DB", "runs/coworkenv.db"))
+    globals()["app"] = web
+    return web

@@ -1,0 +1,128 @@
+"""`coworkenv serve-env`: the tasks as an OpenEnv environment, driven by OpenEnv's own client
+(``MCPToolClient``) with whole episodes at once; each is graded and recorded."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from openenv.core.env_server.mcp_types import CallToolAction
+from openenv.core.mcp_client import MCPToolClient
+
+from coworkenv.sim import Task, builtin_tasks
+from coworkenv.sim.task import FinishStep, MessageStep, ToolStep, WaitStep, resolve_refs
+from coworkenv.store import Reader
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def episode(url: str, task: Task) -> dict[str, Any]:
+    """One whole episode through OpenEnv's client: reset, list the tools, play the reference
+    solution as MCP tool calls, read the state."""
+    async with MCPToolClient(base_url=url, message_timeout_s=120) as env:
+        first = await env.reset(task_id=task.id)
+        opening = first.observation.result
+        assert task.instruction in opening["text"] and not first.done
+        names = {t.name for t in await env.list_tools()}
+        assert {"send_message", "wait", "finish"} <= names
+        assert {st.tool for st in task.reference if isinstance(st, ToolStep)} <= names
+        results: dict[str, Any] = {}
+        rewards: list[float | None] = []
+        last: Any = None
+        for st in task.reference:
+            if isinstance(st, ToolStep):
+                last = await env.step(CallToolAction(tool_name=st.tool,
+                                                     arguments=resolve_refs(st.args, results)))
+                if st.id:
+                    told = last.observation.result["messages"][0]["content"]
+                    results[st.id] = json.loads(told)["result"]
+            elif isinstance(st, MessageStep):
+                last = await env.step(CallToolAction(tool_name="send_message",
+                                                     arguments={"to": st.to, "text": st.text}))
+            elif isinstance(st, FinishStep):
+                last = await env.step(CallToolAction(tool_name="finish",
+                                                     arguments={"summary": st.summary}))
+            else:
+                for _ in range(10):
+                    last = await env.step(CallToolAction(tool_name="wait", arguments={}))
+                    if not (isinstance(st, WaitStep) and st.message_from) or last.done \
+                            or f"from {st.message_from}" in last.observation.result["text"]:
+                        break
+            assert last.observation.error is None, last.observation.error
+            rewards.append(last.reward)
+        state = await env.state()
+        return {"task": task.id, "done": last.done, "reward": last.reward,
+                "rewards": rewards, "state": state, "final": last.observation.result}
+
+
+def test_openenv_clients_drive_whole_episodes_at_once(tmp_path: Path) -> None:
+    db, port = tmp_path / "oe.db", _free_port()
+    tasks = builtin_tasks()[:8]
+    proc = subprocess.Popen([sys.executable, "-m", "coworkenv.cli", "serve-env", "--db", str(db),
+                             "--port", str(port), "--run-id", "openenv-test"],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, \
+                    proc.stdout.read() if proc.stdout else ""
+                time.sleep(0.2)
+
+        async def all_at_once() -> list[dict[str, Any]]:
+            return await asyncio.gather(*(episode(f"http://127.0.0.1:{port}", t) for t in tasks))
+
+        outcomes = asyncio.run(all_at_once())
+    finally:
+        proc.terminate()
+        out, _ = proc.communicate(timeout=60)
+    assert "run openenv-test finished" in out, out
+    for o in outcomes:
+        assert o["done"] and o["reward"] == 1.0, o
+        assert all(r == 0.0 for r in o["rewards"][:-1]), o  # the grade comes at the end
+        assert o["state"].episode_id.startswith(f"openenv-test:{o['task']}:")
+        assert o["state"].step_count >= 1
+    with Reader(db) as r:
+        graded = r.graded_episodes("openenv-test")
+    assert sorted(g["task_id"] for g in graded) == sorted(t.id for t in tasks)
+    assert all(g["score"] == 1.0 for g in graded)
+
+
+def test_reset_needs_a_known_task(tmp_path: Path) -> None:
+    from coworkenv.runtime.openenv import create_app
+
+    app, host = create_app(builtin_tasks(), tmp_path / "x.db")
+    try:
+        from starlette.testclient import TestClient
+
+        with TestClient(app) as client:
+            r = client.post("/reset", json={"task_id": "nope"})
+            assert r.status_code == 200, r.text
+            error = r.json()["observation"]["error"]
+            assert "task_id 'nope' is not among the server's 20 tasks" in error["message"]
+    finally:
+        host.close()
+
+
+def test_openenv_manifest_names_the_app() -> None:
+    import yaml
+
+    manifest = yaml.safe_load((ROOT / "openenv.yaml").read_text())
+    module, attr = manifest["app"].split(":")
+    assert (module, attr) == ("coworkenv.runtime.openenv", "app") and manifest["name"]
