@@ -8,6 +8,7 @@ import socket
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 # imported up front: hypothesis's pytest plugin imports it lazily at session end, where
 # CPython 3.11.7 can fail with "AST constructor recursion depth mismatch"
@@ -121,6 +122,24 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def wait_for_port(proc: Any, port: int, timeout: float = 120.0) -> None:
+    """Wait until the server process ``proc`` listens on ``port`` (fail with its output if it
+    exits or takes longer than ``timeout``)."""
+    import socket
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                out = proc.stdout.read() if proc.stdout else ""
+                raise AssertionError(f"the server on port {port} did not start: {out}") from None
+            time.sleep(0.2)
 
 
 @pytest.fixture(scope="session")

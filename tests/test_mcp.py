@@ -5,7 +5,6 @@ log, and the episode is graded and recorded."""
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -17,6 +16,8 @@ import anyio
 from coworkenv.sim import Task, builtin_tasks
 from coworkenv.sim.task import FinishStep, MessageStep, ToolStep, WaitStep, resolve_refs
 from coworkenv.store import Reader
+
+from .conftest import free_port, wait_for_port
 
 TASK = "share-onboarding"
 
@@ -92,30 +93,16 @@ def test_stdio(tmp_path: Path) -> None:
     _recorded(db, "mcp-stdio", task)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_streamable_http(tmp_path: Path) -> None:
     from mcp import Client
 
-    db, task, port = tmp_path / "h.db", _task(TASK), _free_port()
+    db, task, port = tmp_path / "h.db", _task(TASK), free_port()
     proc = subprocess.Popen([sys.executable, "-m", "coworkenv.cli", "mcp", "--task", TASK,
                              "--db", str(db), "--run-id", "mcp-http", "--transport", "http",
                              "--port", str(port)], stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert proc.poll() is None and time.monotonic() < deadline, \
-                    proc.stdout.read() if proc.stdout else ""
-                time.sleep(0.2)
+        wait_for_port(proc, port)
 
         async def main() -> None:
             async with Client(f"http://127.0.0.1:{port}/mcp") as client:

@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -19,13 +17,9 @@ from coworkenv.sim import Task, builtin_tasks
 from coworkenv.sim.task import FinishStep, MessageStep, ToolStep, WaitStep, resolve_refs
 from coworkenv.store import Reader
 
+from .conftest import free_port, wait_for_port
+
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def episode(url: str, task: Task) -> dict[str, Any]:
@@ -68,22 +62,14 @@ async def episode(url: str, task: Task) -> dict[str, Any]:
 
 
 def test_openenv_clients_drive_whole_episodes_at_once(tmp_path: Path) -> None:
-    db, port = tmp_path / "oe.db", _free_port()
+    db, port = tmp_path / "oe.db", free_port()
     tasks = builtin_tasks()[:8]
     proc = subprocess.Popen([sys.executable, "-m", "coworkenv.cli", "serve-env", "--db", str(db),
                              "--port", str(port), "--run-id", "openenv-test"],
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert proc.poll() is None and time.monotonic() < deadline, \
-                    proc.stdout.read() if proc.stdout else ""
-                time.sleep(0.2)
+        wait_for_port(proc, port)
 
         async def all_at_once() -> list[dict[str, Any]]:
             return await asyncio.gather(*(episode(f"http://127.0.0.1:{port}", t) for t in tasks))
