@@ -172,7 +172,9 @@ def train_grpo_cmd(
     temperature: Annotated[float, typer.Option(help="Sampling temperature")] = 1.0,
     beta: Annotated[float, typer.Option(help="KL coefficient (0: no reference model)")] = 0.0,
     reward_weights: Annotated[str, typer.Option(help="Weights of score,completion,safety,"
-                                                "robustness")] = "1,0,0,0",
+                                                "robustness,no_repeat (missing ones 0; "
+                                                "no_repeat: no failed call repeated)")]
+    = "1,0,0,0,0",
     tools: Annotated[str, typer.Option(help="Tools each episode offers: `reference` (those "
                                        "its reference solution calls), or tool/app names")]
     = "reference",
@@ -198,9 +200,9 @@ def train_grpo_cmd(
         weights = tuple(float(x) for x in reward_weights.split(","))
     except ValueError:
         weights = ()
-    if len(weights) != 4:
-        raise fail(f"--reward-weights: expected 4 numbers (score,completion,safety,robustness), "
-                   f"got {reward_weights!r}")
+    if not 1 <= len(weights) <= 5:
+        raise fail(f"--reward-weights: expected 1 to 5 numbers (score,completion,safety,"
+                   f"robustness,no_repeat), got {reward_weights!r}")
     if batch_size % num_generations:
         raise fail(f"--batch-size ({batch_size}) must be a multiple of --num-generations "
                    f"({num_generations})")

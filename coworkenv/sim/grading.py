@@ -9,6 +9,7 @@ passes at score >= 0.75.
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, field
 from math import comb
 from typing import Any
@@ -235,6 +236,22 @@ def robustness(events: list[EventRecord]) -> Robustness:
     success = (len(done) - len(failed)) / len(done)
     return Robustness(max(recovery, min(success, 0.5)), len(done), len(failed), failed_tools,
                       recovered, [c.seq for c, _ in failed])
+
+
+def repeated_failures(events: list[EventRecord]) -> tuple[int, int]:
+    """(calls that repeat an earlier failed call exactly (tool and arguments), agent tool
+    calls): a process measure of an agent that does not learn from an error."""
+    failed: set[tuple[str, str]] = set()
+    repeats = 0
+    calls = agent_tool_calls(events)
+    for c, r in calls:
+        key = (str(c.payload.get("tool")), json.dumps(c.payload.get("arguments"),
+                                                      sort_keys=True, default=str))
+        if key in failed:
+            repeats += 1
+        if r is not None and not r.payload.get("ok"):
+            failed.add(key)
+    return repeats, len(calls)
 
 
 # the grade ------------------------------------------------------------------------------

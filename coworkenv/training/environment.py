@@ -223,28 +223,40 @@ def final_text(completion: Any) -> str:
     return str(completion or "")
 
 
+COMPONENTS = ("score", "completion", "safety", "robustness", "no_repeat")
+"""The reward functions, in order: the grade's components, then process terms."""
+
+
 def reward_functions() -> list[Callable[..., list[float | None]]]:
     """coworkenv's grade as TRL reward functions, one per component (logged separately as
     ``rewards/<name>``): score (safety x weighted completion and robustness), completion,
-    safety, robustness. Each finishes and grades the rollout's episode once."""
+    safety, robustness, and the process term ``no_repeat`` (1 minus the share of the agent's
+    tool calls that repeat an earlier failed call exactly: a signal where a gated score is 0
+    for every rollout of a group). Each finishes and grades the rollout's episode once."""
+    from ..sim.grading import repeated_failures
+
+    def value(env: CoworkEnvironment, component: str, completion: Any) -> float:
+        r = env._result(final_text(completion))
+        if r.status != "completed":
+            return 0.0
+        if component == "no_repeat":
+            assert env._rollout is not None
+            assert env._rollout.kernel is not None
+            repeats, calls = repeated_failures(env._rollout.kernel.events)
+            return 1.0 - repeats / calls if calls else 1.0
+        return float(getattr(r, component))
 
     def make(component: str) -> Callable[..., list[float | None]]:
         def reward(completions: list[Any], environments: list[Any] | None = None,
                    **kwargs: Any) -> list[float | None]:
-            out: list[float | None] = []
-            for c, env in zip(completions, environments or [None] * len(completions),
-                              strict=True):
-                if not isinstance(env, CoworkEnvironment):
-                    out.append(None)
-                    continue
-                r = env._result(final_text(c))
-                out.append(float(getattr(r, component)) if r.status == "completed" else 0.0)
-            return out
+            return [value(env, component, c) if isinstance(env, CoworkEnvironment) else None
+                    for c, env in zip(completions, environments or [None] * len(completions),
+                                      strict=True)]
 
         reward.__name__ = reward.__qualname__ = component
         return reward
 
-    return [make(c) for c in ("score", "completion", "safety", "robustness")]
+    return [make(c) for c in COMPONENTS]
 
 
 def new_grpo_run_id() -> str:

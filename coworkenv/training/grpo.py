@@ -32,8 +32,9 @@ class GRPOOptions:
     """Tool-calling iterations per rollout (TRL's max_tool_calling_iterations)."""
     temperature: float = 1.0
     beta: float = 0.0
-    reward_weights: tuple[float, float, float, float] = (1.0, 0.0, 0.0, 0.0)
-    """Weights of score, completion, safety, robustness."""
+    reward_weights: tuple[float, ...] = (1.0, 0.0, 0.0, 0.0, 0.0)
+    """Weights of score, completion, safety, robustness and no_repeat (a shorter tuple is
+    padded with zeros)."""
     tools: list[str] | None = field(default_factory=lambda: ["reference"])
     """Tools each episode offers (default: those its reference solution calls)."""
     use_vllm: bool = False
@@ -87,7 +88,7 @@ def train_grpo(model: str, tasks: list[Task], out: Path, db: Path,
             per_device_train_batch_size=o.batch_size, num_generations=o.num_generations,
             max_completion_length=o.max_completion_length,
             max_tool_calling_iterations=o.max_tool_calls, temperature=o.temperature,
-            beta=o.beta, reward_weights=list(o.reward_weights), logging_steps=1,
+            beta=o.beta, reward_weights=_weights(o.reward_weights), logging_steps=1,
             save_strategy="no", report_to="none", seed=o.seed, use_cpu=o.cpu,
             bf16=not o.cpu, gradient_checkpointing=False, use_vllm=o.use_vllm,
             vllm_mode=o.vllm_mode, log_completions=False)
@@ -111,3 +112,13 @@ def train_grpo(model: str, tasks: list[Task], out: Path, db: Path,
                "rewards": dict(rewards), "log_history": history}
     (out / "coworkenv-grpo.json").write_text(json.dumps(summary, indent=2, default=str))
     return summary
+
+
+def _weights(given: tuple[float, ...]) -> list[float]:
+    """One weight per reward function (see ``COMPONENTS``), missing ones 0."""
+    from .environment import COMPONENTS
+
+    if len(given) > len(COMPONENTS):
+        raise ValueError(f"reward_weights: at most {len(COMPONENTS)} ({', '.join(COMPONENTS)}), "
+                         f"got {len(given)}")
+    return [*given, *[0.0] * (len(COMPONENTS) - len(given))]

@@ -26,6 +26,7 @@ GRPO_BATCH=${GRPO_BATCH:-2}                          # rollouts per step
 GRPO_GENERATIONS=${GRPO_GENERATIONS:-2}              # rollouts per prompt (the group)
 GRPO_TOOL_CALLS=${GRPO_TOOL_CALLS:-4}
 GRPO_LR=${GRPO_LR:-1e-6}
+GRPO_WEIGHTS=${GRPO_WEIGHTS:-1,0,0,0,0}           # score,completion,safety,robustness,no_repeat
 EVAL_TASKS=${EVAL_TASKS:-}                            # evaluate on these task files/folders instead
                                                       # of the held-out families (e.g. the benchmark)
 EVAL_TRIALS=${EVAL_TRIALS:-1}                         # trials per evaluated task (pass@k, pass^k)
@@ -70,7 +71,7 @@ if [ "$GRPO_STEPS" -gt 0 ]; then
   if [ -n "$TRAIN_FAMILIES" ]; then fams=(--families "$TRAIN_FAMILIES"); fi
   $CW train grpo --model "$WORK/ckpt/sft" --tasks "$TASKS" "${fams[@]}" --held-out "$HELD_OUT" \
     --out "$WORK/ckpt/grpo" --db "$DB" --run-id grpo-rollouts --steps "$GRPO_STEPS" \
-    --batch-size "$GRPO_BATCH" --num-generations "$GRPO_GENERATIONS" --learning-rate "$GRPO_LR" \
+    --batch-size "$GRPO_BATCH" --num-generations "$GRPO_GENERATIONS" --learning-rate "$GRPO_LR" --reward-weights "$GRPO_WEIGHTS" \
     --max-completion-length "$GRPO_COMPLETION" --max-tool-calls "$GRPO_TOOL_CALLS"
   models+=("grpo=$WORK/ckpt/grpo")
 fi

@@ -32,6 +32,7 @@ GRPO_GENERATIONS=${GRPO_GENERATIONS:-8}
 GRPO_COMPLETION=${GRPO_COMPLETION:-2048}
 GRPO_TOOL_CALLS=${GRPO_TOOL_CALLS:-12}
 GRPO_LR=${GRPO_LR:-1e-6}
+GRPO_WEIGHTS=${GRPO_WEIGHTS:-1,0,0,0,0}           # score,completion,safety,robustness,no_repeat
 USE_VLLM=${USE_VLLM:-1}                       # GRPO generates with vLLM colocated (0: transformers)
 SERVER=${SERVER:-vllm}                        # evaluation server: vllm, or coworkenv (`coworkenv
                                               # serve`: transformers, batched; no vLLM needed)
@@ -130,7 +131,7 @@ if [ "$GRPO_STEPS" -gt 0 ]; then
     stage grpo $CW train grpo --model "$WORK/ckpt/sft" --tasks "$TASKS" "${fams[@]}" --held-out "$HELD_OUT" \
       "${accel[@]}" "${vllm[@]}" --out "$WORK/ckpt/grpo" --db "$DB" --run-id grpo-rollouts \
       --steps "$GRPO_STEPS" --batch-size "$GRPO_BATCH" --num-generations "$GRPO_GENERATIONS" \
-      --max-completion-length "$GRPO_COMPLETION" --max-tool-calls "$GRPO_TOOL_CALLS" --learning-rate "$GRPO_LR"
+      --max-completion-length "$GRPO_COMPLETION" --max-tool-calls "$GRPO_TOOL_CALLS" --learning-rate "$GRPO_LR" --reward-weights "$GRPO_WEIGHTS"
   fi
   evaluate grpo "$WORK/ckpt/grpo"
   $CW eval --db "$DB" --compare eval-base eval-grpo "${sets[@]}" --out "$WORK"

@@ -144,7 +144,7 @@ def test_reward_functions_read_the_grade_components(host: EpisodeHost) -> None:
     completions = [[{"role": "assistant", "content": ""}],
                    [{"role": "assistant", "content": "done"}]]
     funcs = {f.__name__: f for f in reward_functions()}
-    assert list(funcs) == ["score", "completion", "safety", "robustness"]
+    assert list(funcs) == ["score", "completion", "safety", "robustness", "no_repeat"]
     scores = funcs["score"](completions=completions, environments=[good, idle])
     completion = funcs["completion"](completions=completions, environments=[good, idle])
     assert scores[0] == 1.0 and completion[0] == 1.0
@@ -154,3 +154,19 @@ def test_reward_functions_read_the_grade_components(host: EpisodeHost) -> None:
     assert funcs["score"](completions=completions, environments=[None, None]) == [None, None]
     assert final_text(completions[1]) == "done"
     assert final_text([{"role": "assistant", "content": "x", "tool_calls": [{}]}]) == ""
+
+
+def test_no_repeat_counts_failed_calls_made_again(host: EpisodeHost) -> None:
+    """The process term: 1 minus the share of tool calls that repeat an earlier failed call
+    exactly (the same tool and arguments); a retry with other arguments is not a repeat."""
+    task = next(t for t in builtin_tasks() if t.id == "sched-budget-review")
+    funcs = {f.__name__: f for f in reward_functions()}
+    stuck = env_for(host, task)
+    for _ in range(3):  # the same failing call three times: 2 repeats of 4 calls
+        assert '"ok": false' in stuck.directory_get_person(person="nobody")  # type: ignore[attr-defined]
+    stuck.directory_get_person(person="nobody-else")  # type: ignore[attr-defined]
+    learns = env_for(host, task)
+    learns.directory_get_person(person="nobody")  # type: ignore[attr-defined]
+    learns.calendar_free_busy(people=["nobody"])  # type: ignore[attr-defined]
+    done = [[{"role": "assistant", "content": "done"}]] * 2
+    assert funcs["no_repeat"](completions=done, environments=[stuck, learns]) == [0.5, 1.0]
