@@ -4,7 +4,6 @@ log, and the episode is graded and recorded."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import time
@@ -14,10 +13,10 @@ from typing import Any
 import anyio
 
 from coworkenv.sim import Task, builtin_tasks
-from coworkenv.sim.task import FinishStep, MessageStep, ToolStep, WaitStep, resolve_refs
+from coworkenv.sim.task import ToolStep
 from coworkenv.store import Reader
 
-from .conftest import free_port, wait_for_port
+from .conftest import free_port, play_reference, wait_for_port
 
 TASK = "share-onboarding"
 
@@ -28,27 +27,13 @@ def _task(task_id: str) -> Task:
 
 async def drive(client: Any, task: Task) -> list[str]:
     """Play the reference solution as MCP tool calls; return each call's text."""
-    results: dict[str, Any] = {}
-    said: list[str] = []
-    for st in task.reference:
-        if isinstance(st, ToolStep):
-            r = await client.call_tool(st.tool, resolve_refs(st.args, results))
-            if st.id:
-                results[st.id] = json.loads(r.content[0].text)["result"]
-        elif isinstance(st, MessageStep):
-            r = await client.call_tool("send_message", {"to": st.to, "text": st.text})
-        elif isinstance(st, FinishStep):
-            r = await client.call_tool("finish", {"summary": st.summary})
-        else:
-            for _ in range(10):
-                r = await client.call_tool("wait", {})
-                text = "\n".join(c.text for c in r.content)
-                if not (isinstance(st, WaitStep) and st.message_from) \
-                        or f"from {st.message_from}" in text:
-                    break
+    async def act(name: str, arguments: dict[str, Any]) -> tuple[str, bool]:
+        r = await client.call_tool(name, arguments)
         assert not r.is_error, r
-        said.append("\n".join(c.text for c in r.content))
-    return said
+        text = "\n".join(c.text for c in r.content)
+        return text, "[the episode has ended]" in text
+
+    return await play_reference(task, act)
 
 
 async def agent_session(client: Any, task: Task) -> None:

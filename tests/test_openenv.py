@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -14,10 +13,10 @@ from openenv.core.env_server.mcp_types import CallToolAction
 from openenv.core.mcp_client import MCPToolClient
 
 from coworkenv.sim import Task, builtin_tasks
-from coworkenv.sim.task import FinishStep, MessageStep, ToolStep, WaitStep, resolve_refs
+from coworkenv.sim.task import ToolStep
 from coworkenv.store import Reader
 
-from .conftest import free_port, wait_for_port
+from .conftest import free_port, play_reference, wait_for_port
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -32,30 +31,17 @@ async def episode(url: str, task: Task) -> dict[str, Any]:
         names = {t.name for t in await env.list_tools()}
         assert {"send_message", "wait", "finish"} <= names
         assert {st.tool for st in task.reference if isinstance(st, ToolStep)} <= names
-        results: dict[str, Any] = {}
         rewards: list[float | None] = []
         last: Any = None
-        for st in task.reference:
-            if isinstance(st, ToolStep):
-                last = await env.step(CallToolAction(tool_name=st.tool,
-                                                     arguments=resolve_refs(st.args, results)))
-                if st.id:
-                    told = last.observation.result["messages"][0]["content"]
-                    results[st.id] = json.loads(told)["result"]
-            elif isinstance(st, MessageStep):
-                last = await env.step(CallToolAction(tool_name="send_message",
-                                                     arguments={"to": st.to, "text": st.text}))
-            elif isinstance(st, FinishStep):
-                last = await env.step(CallToolAction(tool_name="finish",
-                                                     arguments={"summary": st.summary}))
-            else:
-                for _ in range(10):
-                    last = await env.step(CallToolAction(tool_name="wait", arguments={}))
-                    if not (isinstance(st, WaitStep) and st.message_from) or last.done \
-                            or f"from {st.message_from}" in last.observation.result["text"]:
-                        break
+
+        async def act(name: str, arguments: dict[str, Any]) -> tuple[str, bool]:
+            nonlocal last
+            last = await env.step(CallToolAction(tool_name=name, arguments=arguments))
             assert last.observation.error is None, last.observation.error
             rewards.append(last.reward)
+            return str(last.observation.result["text"]), bool(last.done)
+
+        await play_reference(task, act)
         state = await env.state()
         return {"task": task.id, "done": last.done, "reward": last.reward,
                 "rewards": rewards, "state": state, "final": last.observation.result}

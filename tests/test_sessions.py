@@ -3,7 +3,6 @@ once on one loop, each a recorded, graded episode that replay and regrade work o
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import subprocess
 import sys
@@ -15,31 +14,23 @@ import pytest
 
 from coworkenv.runtime.session import Action, Observation, Session, Sessions
 from coworkenv.sim import RunConfigError, Task, builtin_tasks
-from coworkenv.sim.task import FinishStep, MessageStep, ToolStep, WaitStep, resolve_refs
 from coworkenv.store import Reader
+
+from .conftest import play_reference
 
 
 async def drive(s: Session, task: Task) -> tuple[Observation, float, bool, dict[str, Any]]:
-    """Play the task's reference solution through step()."""
-    results: dict[str, Any] = {}
-    out: Any = None
-    for st in task.reference:
-        if isinstance(st, ToolStep):
-            out = await s.step(Action.tool(st.tool, **resolve_refs(st.args, results)))
-            if st.id:
-                results[st.id] = json.loads(out[0].messages[0]["content"])["result"]
-        elif isinstance(st, MessageStep):
-            out = await s.step(Action.message(st.to, st.text))
-        elif isinstance(st, FinishStep):
-            out = await s.step(Action.finish(st.summary))
-        else:  # wait until what the reference waits for arrives
-            for _ in range(10):
-                out = await s.step(Action.wait())
-                if not (isinstance(st, WaitStep) and st.message_from) \
-                        or f"from {st.message_from}" in out[0].text or out[2]:
-                    break
-    assert out is not None
-    return out  # type: ignore[no-any-return]
+    """Play the task's reference solution through step(); return the last step's answer."""
+    kinds = {"send_message": "message", "wait": "wait", "finish": "finish"}
+    last: Any = None
+
+    async def act(name: str, args: dict[str, Any]) -> tuple[str, bool]:
+        nonlocal last
+        last = await s.step(Action(kinds.get(name, "tool"), name, args))  # type: ignore[arg-type]
+        return last[0].text, last[2]
+
+    await play_reference(task, act)
+    return last  # type: ignore[no-any-return]
 
 
 def test_many_sessions_on_one_loop_are_recorded_episodes(tmp_path: Path) -> None:

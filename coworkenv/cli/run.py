@@ -432,6 +432,8 @@ def mcp(
     = None,
     run_id: Annotated[str | None, typer.Option(help="Run id (default: a new one)")] = None,
     seed: Annotated[int | None, typer.Option(help="Episode seed (default: derived)")] = None,
+    agent_name: Annotated[str, typer.Option(help="The agent's name on record (e.g. the "
+                                            "client and model under test)")] = "mcp",
 ) -> None:
     """Serve one live episode of a task over MCP: any MCP client is the agent under test.
 
@@ -455,7 +457,8 @@ def mcp(
                    + ("" if tasks else " (built-in; give --tasks PATH for others)"))
     try:
         anyio.run(lambda: serve_episode(found[0], db, transport=transport, host=host, port=port,
-                                        run_id=run_id, tools=toolset(tools), seed=seed))
+                                        run_id=run_id, tools=toolset(tools), seed=seed,
+                                        agent_name=agent_name))
     except RunConfigError as exc:
         raise fail(str(exc)) from None
     except KeyboardInterrupt:
@@ -476,6 +479,8 @@ def serve_env(
     = None,
     run_id: Annotated[str | None, typer.Option(help="Run id (default: a new one)")] = None,
     max_sessions: Annotated[int, typer.Option(min=1, help="Concurrent OpenEnv sessions")] = 64,
+    agent_name: Annotated[str, typer.Option(help="The agents' name on record (e.g. the "
+                                            "trainer and model)")] = "openenv",
 ) -> None:
     """Serve tasks as an OpenEnv environment (openenv-core): each client session resets to a
     task (`reset(task_id=...)`), acts with MCP tool calls (the task's tools, send_message, wait,
@@ -489,7 +494,7 @@ def serve_env(
     loaded = load(tasks) if tasks else builtin_tasks()
     try:
         web, sessions = create_app(loaded, db, run_id=run_id, tools=toolset(tools),
-                                   max_sessions=max_sessions)
+                                   max_sessions=max_sessions, agent_name=agent_name)
     except RunConfigError as exc:
         raise fail(str(exc)) from None
     import uvicorn

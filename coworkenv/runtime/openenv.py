@@ -150,13 +150,14 @@ def environment_class(host: ThreadedSessions) -> type[Any]:
 
 
 def create_app(tasks: list[Any], db: str | Path, *, run_id: str | None = None,
-               tools: list[str] | None = None, max_sessions: int = 64) -> tuple[Any, Any]:
+               tools: list[str] | None = None, max_sessions: int = 64,
+               agent_name: str = "openenv") -> tuple[Any, Any]:
     """The OpenEnv FastAPI app serving ``tasks`` (and the session host to close after)."""
     _import_openenv()
     from openenv.core.env_server.http_server import create_fastapi_app
     from openenv.core.env_server.mcp_types import CallToolAction, CallToolObservation
 
-    host = ThreadedSessions(Sessions(db, tasks=tasks, run_id=run_id, agent_name="openenv",
+    host = ThreadedSessions(Sessions(db, tasks=tasks, run_id=run_id, agent_name=agent_name,
                                      tools=tools, source="openenv", wall_timeout_s=3600.0))
     env = environment_class(host)
     return create_fastapi_app(env, CallToolAction, CallToolObservation,
