@@ -37,10 +37,9 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from coworkenv.agents import agent_factory, scripted_cast
-from coworkenv.bus import Envelope, MemoryBus
-from coworkenv.sim import Actor, ActorContext, RunOptions, Task, builtin_tasks, run_episodes, run_in_processes
-from coworkenv.store import EventStore
+from coworkenv.bus import Envelope
+from coworkenv.runtime import RunConfig, run
+from coworkenv.sim import Actor, ActorContext, Task, builtin_tasks
 
 
 class StubAgent(Actor):
@@ -63,20 +62,20 @@ class StubAgent(Actor):
         ctx.call_tool("email_list", {"limit": 5})
 
 
-async def _run(tasks: list[Task], agent: Any, concurrency: int, trials: int,
-               db: Path, tune_gc: bool = True) -> tuple[float, list[Any]]:
-    async with MemoryBus("bench") as bus, EventStore(db) as store:
-        t0 = time.perf_counter()
-        results = await run_episodes(tasks, agent=agent, cast=scripted_cast, bus=bus,
-                                     store=store, options=RunOptions(
-                                         f"bench-{time.time_ns()}", "bench", trials,
-                                         concurrency, tune_gc=tune_gc))
-        return time.perf_counter() - t0, results
+def _run(tasks: list[Task], agent: Any, concurrency: int, trials: int, db: Path,
+         tune_gc: bool = True, processes: int = 1) -> tuple[float, list[Any]]:
+    """A run through the library API (what `coworkenv run` does); its wall time from the
+    call to the result (store opened, episodes run and recorded, summary read back)."""
+    t0 = time.perf_counter()
+    result = run(RunConfig(tasks, agent=agent, agent_name="bench", role="student", db=db,
+                           trials=trials, concurrency=concurrency, processes=processes,
+                           tune_gc=tune_gc, run_id=f"bench-{time.time_ns()}"))
+    return time.perf_counter() - t0, result.episodes
 
 
 def scripted(trials: int, d: Path) -> dict[str, Any]:
     tasks = builtin_tasks()
-    wall, results = anyio.run(_run, tasks, agent_factory("oracle"), 64, trials, d / "s.db")
+    wall, results = _run(tasks, "oracle", 64, trials, d / "s.db")
     steps = sum(r.turns for r in results)
     return {"episodes": len(results), "agent_steps": steps,
             "episodes_per_s": len(results) / wall, "agent_steps_per_s": steps / wall,
@@ -86,8 +85,8 @@ def scripted(trials: int, d: Path) -> dict[str, Any]:
 def marginal(episodes: int, steps: int, d: Path) -> dict[str, Any]:
     task = next(t for t in builtin_tasks() if t.id == "share-onboarding")
     task = task.model_copy(update={"limits": task.limits.model_copy(update={"max_turns": steps + 1})})
-    wall, results = anyio.run(_run, [task], lambda t: StubAgent(steps, 0.0), episodes,
-                              episodes, d / "m.db")
+    wall, results = _run([task], lambda t: StubAgent(steps, 0.0), episodes, episodes,
+                         d / "m.db")
     decisions = sum(r.turns for r in results)
     return {"episodes": episodes, "decisions": decisions,
             "overhead_per_agent_step_us": wall / decisions * 1e6}
@@ -110,17 +109,9 @@ def concurrent(n: int, steps: int, think: float, d: Path, processes: int = 1,
     task = task.model_copy(update={"limits": task.limits.model_copy(
         update={"max_turns": steps + 1})})
     db = d / f"c{time.time_ns()}.db"
-    if processes == 1:
-        wall, results = anyio.run(_run, [task], lambda t: StubAgent(steps, think), n, n,
-                                  db, tune_gc)
-    else:  # the same n episodes at once, spread over processes on one SQLite file
-        t0 = time.perf_counter()
-        results = run_in_processes(
-            [task], processes=processes, db=db,
-            open_bus=lambda: MemoryBus("bench"), agent=lambda t: StubAgent(steps, think),
-            cast=scripted_cast, options=RunOptions(f"bench-{time.time_ns()}", "bench", n,
-                                                   -(-n // processes)))
-        wall = time.perf_counter() - t0
+    # the same n episodes at once, in one process or spread over processes on one SQLite file
+    wall, results = _run([task], lambda t: StubAgent(steps, think), -(-n // processes), n, db,
+                         tune_gc, processes)
     done = sum(r.turns for r in results)  # tool calls + the finish
     decisions = done  # each turn is preceded by one think
     ideal = n / think
@@ -145,8 +136,7 @@ def with_model(base_url: str, model: str, episodes: int, d: Path) -> dict[str, A
     task = task.model_copy(update={"tools": ["tickets"], "limits": task.limits.model_copy(
         update={"max_turns": 4})})
     ep = Endpoint(base_url, model, max_tokens=96, max_concurrency=1)
-    wall, results = anyio.run(_run, [task], lambda t: OpenAIAgent(ep), 1, episodes,
-                              d / "model.db")
+    wall, results = _run([task], lambda t: OpenAIAgent(ep), 1, episodes, d / "model.db")
     model_s = 0.0
     calls = 0
     with Reader(d / "model.db") as r:

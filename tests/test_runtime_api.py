@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import subprocess
 import sys
@@ -12,7 +13,7 @@ import pytest
 
 from coworkenv import CoworkenvError
 from coworkenv.runtime import EndpointUnreachableError, RunConfig, RunResult, arun, run
-from coworkenv.sim import Interrupt, RunConfigError, RunInterrupted, load_tasks
+from coworkenv.sim import Interrupt, RunConfigError, RunInterrupted, Task, load_tasks
 from coworkenv.store import Reader
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -79,23 +80,31 @@ def test_arun_in_the_callers_loop_with_task_objects(tmp_path: Path) -> None:
 
 
 def test_resume_through_the_api(tmp_path: Path) -> None:
+    from coworkenv.agents import OracleAgent
+
     db = tmp_path / "r.db"
     stop = Interrupt()
-    done: list[str] = []
+    made = 0
 
-    def after_first(e: object) -> None:
-        done.append("x")
-        stop.request()
+    def agent(task: Task) -> OracleAgent:  # asks to stop as the third episode starts
+        nonlocal made
+        made += 1
+        if made == 3:
+            stop.request()
+        return OracleAgent(list(task.reference))
 
-    cfg = RunConfig(tasks=[TASKS], db=db, trials=2, run_id="res", concurrency=1)
+    cfg = RunConfig(tasks=[TASKS], agent=agent, agent_name="oracle-x", db=db, trials=2,
+                    run_id="res", concurrency=1)
     with pytest.raises(RunInterrupted):
-        run(cfg, on_done=after_first, interrupt=stop)
+        run(cfg, interrupt=stop)
     with Reader(db) as reader:
         recorded = len(reader.completed_trials("res"))
-    assert 1 <= recorded < 2 * len(load_tasks([TASKS]))
-    rest = run(RunConfig(tasks=[TASKS], db=db, trials=2, resume=True))  # the latest run
+    total = 2 * len(load_tasks([TASKS]))
+    assert 2 <= recorded <= 3 < total
+    rest = run(RunConfig(tasks=[TASKS], agent=agent, agent_name="oracle-x", db=db, trials=2,
+                         resume=True))  # (the latest run)
     assert rest.run_id == "res"
-    assert len(rest.episodes) == rest.overall["episodes"] - recorded
+    assert len(rest.episodes) == total - recorded == rest.overall["episodes"] - recorded
     assert rest.overall["missing"] == 0 and rest.overall["errors"] == 0
 
 
@@ -138,3 +147,24 @@ def test_run_errors_name_the_field(tmp_path: Path) -> None:
         run(RunConfig(tasks=[TASKS], db=tmp_path / "x.db", agent="openai:m",
                       base_url="http://127.0.0.1:9/v1"))
     assert not (tmp_path / "x.db").exists() and not (tmp_path / "new.db").exists()
+
+
+WIRING = re.compile(r"\b(run_episodes|run_in_processes|run_jobs)\(")
+OWN_TESTS = {"tests/sim/test_runtime.py"}  # the runner's own tests call it directly
+"""Where a run may be wired by hand: the runner itself (coworkenv/sim), the library API on top
+of it (coworkenv/runtime), and the runner's own unit tests."""
+
+
+def test_runs_are_built_only_through_the_runtime() -> None:
+    """The CLI, the benchmarks, training and the tests build runs with coworkenv.runtime; a
+    new hand-wired run (bus + store + run_episodes) elsewhere fails here."""
+    offenders = []
+    for path in sorted([*ROOT.glob("coworkenv/**/*.py"), *ROOT.glob("bench/*.py"),
+                        *ROOT.glob("tests/**/*.py")]):
+        rel = path.relative_to(ROOT).as_posix()
+        if rel.startswith(("coworkenv/sim/", "coworkenv/runtime/")) or rel in OWN_TESTS:
+            continue
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            if WIRING.search(line) and not line.lstrip().startswith(("def ", "#")):
+                offenders.append(f"{rel}:{n}: {line.strip()}")
+    assert offenders == [], "runs wired by hand (use coworkenv.runtime):\n" + "\n".join(offenders)
