@@ -1,4 +1,5 @@
-"""``coworkenv view``: a local, read-only web viewer of runs and episodes.
+"""``coworkenv view``: a local, read-only web viewer of runs and episodes (Starlette, served by
+uvicorn).
 
 Bound to 127.0.0.1 by default; every request reads the database through its own read-only
 connection, so the viewer can run beside a live run.
@@ -13,11 +14,10 @@ import re
 import threading
 from collections.abc import Callable
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import unquote
 
 from ..store import NotFoundError, Reader
 from . import api
@@ -44,20 +44,81 @@ def _flag(v: str | None) -> bool | None:
     return v in ("1", "true", "yes", "pass", "passed")
 
 
-class ViewerServer(ThreadingHTTPServer):
-    daemon_threads = True
+class ViewerServer:
+    """The viewer's Starlette app served by uvicorn on a socket bound at construction (so a
+    busy port fails here, and ``port=0`` knows its port before serving)."""
 
     def __init__(self, db: Path, host: str = "127.0.0.1", port: int = 8765) -> None:
+        import socket
+
+        import uvicorn
+
         self.db = Path(db)
-        Reader(self.db).close()  # fail now, with a clear message, if it is not a store
-        self.page = resources.files(__package__).joinpath("index.html").read_bytes()
-        self.csp = _policy(self.page)
-        super().__init__((host, port), _Handler)
+        self.app = viewer_app(self.db)  # (fails now, with a clear message, if not a store)
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self._socket = socket.socket(family, socket.SOCK_STREAM)
+        self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            self._socket.bind((host, port))
+        except OSError:
+            self._socket.close()
+            raise
+        self.server_address: tuple[str, int] = self._socket.getsockname()[:2]
+        self._server = uvicorn.Server(uvicorn.Config(self.app, log_level="warning",
+                                                     lifespan="off"))
+
+    def serve_forever(self) -> None:
+        self._server.run(sockets=[self._socket])
 
     def serve_in_thread(self) -> threading.Thread:
         t = threading.Thread(target=self.serve_forever, name="coworkenv-view", daemon=True)
         t.start()
         return t
+
+    def shutdown(self) -> None:
+        self._server.should_exit = True
+
+    def server_close(self) -> None:
+        self._socket.close()
+
+
+def viewer_app(db: Path) -> Any:
+    """The viewer as a Starlette app: the page, and the read-only JSON API under /api (every
+    request reads through its own read-only connection, in a worker thread)."""
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    Reader(Path(db)).close()
+    page = resources.files(__package__).joinpath("index.html").read_bytes()
+    headers = {"Cache-Control": "no-store", "Content-Security-Policy": _policy(page),
+               "X-Content-Type-Options": "nosniff"}
+
+    def send(status: int, body: bytes, ctype: str) -> Response:
+        return Response(body, status_code=status, media_type=ctype, headers=headers)
+
+    def as_json(data: Any, status: int = 200) -> Response:
+        return send(status, json.dumps(data, ensure_ascii=False).encode(), "application/json")
+
+    def endpoint(request: Request) -> Response:
+        raw = request.scope.get("raw_path") or request.url.path.encode()
+        parts = [unquote(p) for p in raw.decode("latin-1").split("?")[0].strip("/").split("/")
+                 if p]  # (split before decoding: an id may hold an encoded slash)
+        if not parts or parts == ["index.html"]:
+            return send(200, page, "text/html; charset=utf-8")
+        if parts[0] != "api":
+            return as_json({"error": "not found"}, HTTPStatus.NOT_FOUND)
+        q = dict(request.query_params)
+        try:
+            with Reader(Path(db)) as r:
+                return as_json(_route(r, parts[1:], q))
+        except (NotFoundError, KeyError) as exc:
+            return as_json({"error": str(exc)}, HTTPStatus.NOT_FOUND)
+        except ValueError as exc:
+            return as_json({"error": str(exc)}, HTTPStatus.BAD_REQUEST)
+
+    return Starlette(routes=[Route("/{path:path}", endpoint, methods=["GET"])])
 
 
 def _policy(page: bytes) -> str:
@@ -70,64 +131,27 @@ def _policy(page: bytes) -> str:
             "form-action 'none'; frame-ancestors 'none'")
 
 
-class _Handler(BaseHTTPRequestHandler):
-    server: ViewerServer
-
-    def log_message(self, format: str, *args: Any) -> None:  # quiet by default
-        pass
-
-    def _send(self, status: int, body: bytes, ctype: str) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        self.send_header("Cache-Control", "no-store")
-        self.send_header("Content-Security-Policy", self.server.csp)
-        self.send_header("X-Content-Type-Options", "nosniff")
-        self.end_headers()
-        self.wfile.write(body)
-
-    def _json(self, data: Any, status: int = 200) -> None:
-        self._send(status, json.dumps(data, ensure_ascii=False).encode(), "application/json")
-
-    def do_GET(self) -> None:
-        url = urlsplit(self.path)
-        q = {k: v[-1] for k, v in parse_qs(url.query).items()}
-        parts = [unquote(p) for p in url.path.strip("/").split("/") if p]
-        if not parts or parts == ["index.html"]:
-            self._send(200, self.server.page, "text/html; charset=utf-8")
-            return
-        if parts[0] != "api":
-            self._json({"error": "not found"}, HTTPStatus.NOT_FOUND)
-            return
-        try:
-            with Reader(self.server.db) as r:
-                self._json(self._route(r, parts[1:], q))
-        except (NotFoundError, KeyError) as exc:
-            self._json({"error": str(exc)}, HTTPStatus.NOT_FOUND)
-        except ValueError as exc:
-            self._json({"error": str(exc)}, HTTPStatus.BAD_REQUEST)
-
-    def _route(self, r: Reader, parts: list[str], q: dict[str, str]) -> Any:
-        routes: dict[tuple[str, int], Callable[[], Any]] = {
-            ("runs", 1): lambda: api.runs(r),
-            ("episodes", 1): lambda: api.episodes(
-                r, run=q.get("run") or None, family=q.get("family") or None,
-                capability=q.get("capability") or None, passed=_flag(q.get("passed")),
-                safety_violation=_flag(q.get("safety_violation")),
-                limit=_int(q, "limit", 50, 1, 500), offset=_int(q, "offset", 0, 0, 2**62)),
-        }
-        key = (parts[0], len(parts)) if parts else ("", 0)
-        if key in routes:
-            return routes[key]()
-        if parts[0] == "episodes" and len(parts) >= 2:
-            eid = parts[1]
-            r.episode(eid)  # an unknown episode is a 404 on every route
-            if len(parts) == 2:
-                return api.timeline(r, eid)
-            if parts[2] == "events" and len(parts) == 4:
-                return api.event(r, eid, _int({"seq": parts[3]}, "seq", 0, 0, 2**62))
-            if parts[2] == "state" and len(parts) == 3:
-                return api.state_at(r, eid, _int(q, "at", 0, 0, 2**62))
-            if parts[2] == "conversation" and len(parts) == 3:
-                return api.conversation(r, eid)
-        raise KeyError(f"no API route /{'/'.join(parts)}")
+def _route(r: Reader, parts: list[str], q: dict[str, str]) -> Any:
+    routes: dict[tuple[str, int], Callable[[], Any]] = {
+        ("runs", 1): lambda: api.runs(r),
+        ("episodes", 1): lambda: api.episodes(
+            r, run=q.get("run") or None, family=q.get("family") or None,
+            capability=q.get("capability") or None, passed=_flag(q.get("passed")),
+            safety_violation=_flag(q.get("safety_violation")),
+            limit=_int(q, "limit", 50, 1, 500), offset=_int(q, "offset", 0, 0, 2**62)),
+    }
+    key = (parts[0], len(parts)) if parts else ("", 0)
+    if key in routes:
+        return routes[key]()
+    if parts[0] == "episodes" and len(parts) >= 2:
+        eid = parts[1]
+        r.episode(eid)  # an unknown episode is a 404 on every route
+        if len(parts) == 2:
+            return api.timeline(r, eid)
+        if parts[2] == "events" and len(parts) == 4:
+            return api.event(r, eid, _int({"seq": parts[3]}, "seq", 0, 0, 2**62))
+        if parts[2] == "state" and len(parts) == 3:
+            return api.state_at(r, eid, _int(q, "at", 0, 0, 2**62))
+        if parts[2] == "conversation" and len(parts) == 3:
+            return api.conversation(r, eid)
+    raise KeyError(f"no API route /{'/'.join(parts)}")

@@ -139,7 +139,9 @@ def test_browser_opens_an_episode_moves_the_slider_and_clicks_an_envelope(
                                ".includes('incident review')")
         payload = json.loads(page.inner_text("#payload"))
         assert payload["kind"] == "message" and payload["payload"]["from"] == "priya"
-        assert "Incident review" in page.inner_text("#state")  # created at minute 29
+        # the state at that event follows its payload (a second request): wait for it
+        page.wait_for_function("document.getElementById('state').textContent"
+                               ".includes('Incident review')")  # created at minute 29
         # the grade links its items to events
         task = next(t for t in builtin_tasks() if t.id == "sched-conflict-move")
         assert page.locator("#grade tr.check").count() == len(task.checks)
