@@ -67,10 +67,10 @@ def environment_class(host: ThreadedSessions) -> type[Any]:
             super().__init__(FastMCP("coworkenv"))
             self.session: Session | None = None
 
-        def _serve_tools(self, task_id: str) -> None:
+        def _serve_tools(self, offered: list[dict[str, Any]]) -> None:
             """The MCP server of this episode: the task's tools (reset changes them)."""
             server = FastMCP("coworkenv")
-            for t in agent_tools(host.sessions.toolset(task_id)):
+            for t in offered:
                 fn = t["function"]
                 server.add_tool(EpisodeTool(name=fn["name"], description=fn.get("description"),
                                             parameters=fn["parameters"], env=self))
@@ -94,11 +94,10 @@ def environment_class(host: ThreadedSessions) -> type[Any]:
                 await host.acall(self.session.close())
             self.session = session = host.sessions.session()
             first = await host.acall(session.reset(task_id, seed=seed))
-            self._serve_tools(task_id)
+            offered = agent_tools(host.sessions.toolset(task_id))
+            self._serve_tools(offered)
             return CallToolObservation(tool_name="reset", result={
-                **_payload(first, session),
-                "tools": [t["function"]["name"]
-                          for t in agent_tools(host.sessions.toolset(task_id))]},
+                **_payload(first, session), "tools": [t["function"]["name"] for t in offered]},
                 done=first.done, reward=0.0)
 
         def reset(self, seed: int | None = None, episode_id: str | None = None,
