@@ -77,19 +77,16 @@ def test_openenv_clients_drive_whole_episodes_at_once(tmp_path: Path) -> None:
 
 
 def test_reset_needs_a_known_task(tmp_path: Path) -> None:
+    from starlette.testclient import TestClient
+
     from coworkenv.runtime.openenv import create_app
 
-    app, host = create_app(builtin_tasks(), tmp_path / "x.db")
-    try:
-        from starlette.testclient import TestClient
-
-        with TestClient(app) as client:
-            r = client.post("/reset", json={"task_id": "nope"})
-            assert r.status_code == 200, r.text
-            error = r.json()["observation"]["error"]
-            assert "task_id 'nope' is not among the server's 20 tasks" in error["message"]
-    finally:
-        host.close()
+    app, _ = create_app(builtin_tasks(), tmp_path / "x.db")
+    with TestClient(app) as client:  # (its lifespan opens and closes the sessions)
+        r = client.post("/reset", json={"task_id": "nope"})
+        assert r.status_code == 200, r.text
+        error = r.json()["observation"]["error"]
+        assert "task_id 'nope' is not among the server's 20 tasks" in error["message"]
 
 
 def test_openenv_manifest_names_the_app() -> None:

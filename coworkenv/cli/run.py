@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import signal
@@ -508,11 +509,9 @@ def serve_env(
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, stop)
-    try:
-        uvicorn.run(web, host=host, port=port, log_level="warning")
-    except KeyboardInterrupt:
-        pass
-    finally:
-        sessions.close()  # (open sessions end, graded; the run is finished)
-        console.print(f"run {sessions.sessions.run_id} finished; episodes recorded in {db}",
-                      highlight=False)
+    with contextlib.suppress(KeyboardInterrupt):  # (the app's lifespan ends the open
+        # sessions, graded, and finishes the run)
+        uvicorn.run(web, host=host, port=port, log_level="warning", lifespan="on",
+                    ws_per_message_deflate=False)
+    console.print(f"run {sessions.sessions.run_id} finished; episodes recorded in {db}",
+                  highlight=False)

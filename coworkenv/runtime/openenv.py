@@ -7,19 +7,21 @@ starts a coworkenv :class:`~coworkenv.runtime.Session` and returns the opening; 
 ``wait`` or ``finish``) and returns what the agent was told until its next decision, with
 ``done`` and the reward (the grade's score once the episode is over); ``ListToolsAction``
 lists the task's tools with their JSON schemas; ``state`` says where the episode stands. All
-sessions of a server share one store and run on one event loop (:class:`ThreadedSessions`),
-so they are recorded, graded episodes like any run's.
+sessions of a server share one store and run on the server's own event loop
+(:class:`LoopSessions`), so they are recorded, graded episodes like any run's.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 from ..agents.chat import agent_tools
 from .session import Action, Observation, Session, Sessions
-from .threaded import ThreadedSessions
 
 KINDS = {"send_message": "message", "wait": "wait", "finish": "finish"}
 
@@ -39,7 +41,7 @@ def _payload(obs: Observation, session: Session) -> dict[str, Any]:
     return {"text": obs.text, "messages": obs.messages, "state": session.state()}
 
 
-def environment_class(host: ThreadedSessions) -> type[Any]:
+def environment_class(host: Any) -> type[Any]:
     """The OpenEnv environment class of ``host`` (its factory is the class itself)."""
     _import_openenv()
     from fastmcp import FastMCP
@@ -148,19 +150,50 @@ def environment_class(host: ThreadedSessions) -> type[Any]:
     return CoworkEnvironment
 
 
+class LoopSessions:
+    """The sessions on the server's own event loop: the app's lifespan opens them (one store,
+    one run, one task group) and closes them on shutdown, ending and grading the open ones.
+    Environment methods await sessions directly; a worker thread of the server (OpenEnv runs
+    ``close`` in one) reaches the loop through :meth:`call`."""
+
+    def __init__(self, sessions: Sessions) -> None:
+        self.sessions = sessions
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    async def acall(self, coro: Any) -> Any:
+        return await coro
+
+    def call(self, coro: Any, timeout: float | None = 900.0) -> Any:
+        if self.loop is None:
+            raise RuntimeError("the app is not serving (its lifespan has not started)")
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self, app: Any) -> AsyncIterator[None]:
+        async with self.sessions:
+            self.loop = asyncio.get_running_loop()
+            try:
+                yield
+            finally:
+                self.loop = None
+
+
 def create_app(tasks: list[Any], db: str | Path, *, run_id: str | None = None,
                tools: list[str] | None = None, max_sessions: int = 64,
-               agent_name: str = "openenv") -> tuple[Any, Any]:
-    """The OpenEnv FastAPI app serving ``tasks`` (and the session host to close after)."""
+               agent_name: str = "openenv") -> tuple[Any, LoopSessions]:
+    """The OpenEnv FastAPI app serving ``tasks``; its sessions run on the app's own loop
+    (opened by its lifespan: serve it with lifespan on, as uvicorn does by default)."""
     _import_openenv()
     from openenv.core.env_server.http_server import create_fastapi_app
     from openenv.core.env_server.mcp_types import CallToolAction, CallToolObservation
 
-    host = ThreadedSessions(Sessions(db, tasks=tasks, run_id=run_id, agent_name=agent_name,
-                                     tools=tools, source="openenv", wall_timeout_s=3600.0))
+    host = LoopSessions(Sessions(db, tasks=tasks, run_id=run_id, agent_name=agent_name,
+                                 tools=tools, source="openenv", wall_timeout_s=3600.0))
     env = environment_class(host)
-    return create_fastapi_app(env, CallToolAction, CallToolObservation,
-                              max_concurrent_envs=max_sessions), host
+    app = create_fastapi_app(env, CallToolAction, CallToolObservation,
+                             max_concurrent_envs=max_sessions)
+    app.router.lifespan_context = host.lifespan
+    return app, host
 
 
 def __getattr__(name: str) -> Any:

@@ -58,7 +58,7 @@ def test_cpu_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
 
     # GRPO: two steps, each reward component logged; its rollouts are episodes in the store
     grpo = json.loads((work / "ckpt/grpo/coworkenv-grpo.json").read_text())
-    assert set(grpo["rewards"]) == {"score", "completion", "safety", "robustness"}
+    assert set(grpo["rewards"]) == {"score", "completion", "safety", "robustness", "no_repeat"}
     assert all(len(v) == 2 for v in grpo["rewards"].values()), grpo["rewards"]
     db = sqlite3.connect(work / "pocketworker.db")
     rollouts = db.execute("SELECT status, role FROM episodes WHERE run_id='grpo-rollouts'").fetchall()
