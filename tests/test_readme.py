@@ -48,6 +48,7 @@ SMALLER = [  # (pattern, arguments appended: a later value of an option wins)
     (r"^python bench/grading\.py", ["--synth", "3", "--repeats", "1"]),
     (r"^python bench/synth\.py", ["--tasks", "5", "--repeats", "1"]),
     (r"^python bench/sessions\.py", ["--sessions", "8", "--steps", "4"]),
+    (r"^python bench/all\.py", ["--quick", "--only", "store"]),  # (each runs above)
 ]
 READY = {  # a background command (`... &`) is ready when its output holds this
     "coworkenv worker": "serving", "coworkenv view": "viewer on",
