@@ -79,7 +79,7 @@ def test_openenv_clients_drive_whole_episodes_at_once(tmp_path: Path) -> None:
 def test_reset_needs_a_known_task(tmp_path: Path) -> None:
     from starlette.testclient import TestClient
 
-    from coworkenv.runtime.openenv import create_app
+    from coworkenv.serve.openenv import create_app
 
     app, _ = create_app(builtin_tasks(), tmp_path / "x.db")
     with TestClient(app) as client:  # (its lifespan opens and closes the sessions)
@@ -94,4 +94,4 @@ def test_openenv_manifest_names_the_app() -> None:
 
     manifest = yaml.safe_load((ROOT / "openenv.yaml").read_text())
     module, attr = manifest["app"].split(":")
-    assert (module, attr) == ("coworkenv.runtime.openenv", "app") and manifest["name"]
+    assert (module, attr) == ("coworkenv.serve.openenv", "app") and manifest["name"]

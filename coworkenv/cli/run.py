@@ -445,7 +445,7 @@ def mcp(
     graded result goes to stderr (stdout is the protocol over stdio)."""
     import anyio
 
-    from ..runtime.mcp import TRANSPORTS, serve_episode
+    from ..serve.mcp import TRANSPORTS, serve_episode
     from ..sim import RunConfigError, builtin_tasks
 
     if transport not in TRANSPORTS:
@@ -488,7 +488,7 @@ def serve_env(
     finish) and gets what the agent is told, `done` and the reward (the grade's score at the
     end). Every session is an episode recorded in --db (one run); Ctrl-C ends the open ones,
     graded."""
-    from ..runtime.openenv import create_app
+    from ..serve.openenv import create_app
     from ..sim import RunConfigError, builtin_tasks
 
     writable_db(db)

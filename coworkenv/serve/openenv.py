@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..agents.chat import agent_tools
-from .session import Action, Observation, Session, Sessions
+from ..runtime.session import Action, Observation, Session, Sessions
 
 KINDS = {"send_message": "message", "wait": "wait", "finish": "finish"}
 
@@ -198,7 +198,7 @@ def create_app(tasks: list[Any], db: str | Path, *, run_id: str | None = None,
 
 def __getattr__(name: str) -> Any:
     """``app``: the app for OpenEnv's tooling (``openenv.yaml``: ``uvicorn
-    coworkenv.runtime.openenv:app``), serving ``COWORKENV_TASKS`` (task files or folders,
+    coworkenv.serve.openenv:app``), serving ``COWORKENV_TASKS`` (task files or folders,
     separated by the path separator; default: the built-in tasks) into ``COWORKENV_DB``."""
     if name != "app":
         raise AttributeError(name)

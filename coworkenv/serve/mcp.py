@@ -21,8 +21,8 @@ from typing import Any
 import anyio
 
 from ..agents.chat import agent_tools
+from ..runtime.session import Action, Session, Sessions
 from ..sim.task import Task
-from .session import Action, Session, Sessions
 
 TRANSPORTS = ("stdio", "http")
 
