@@ -19,7 +19,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from ._records import INSERT_EVENT, INSERT_EVENTS_JSON, EventRecord
 from ._schema import PRAGMAS, migrate
-from .errors import StoreClosedError
+from .errors import SchemaError, StoreClosedError
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,9 +89,15 @@ class EventStore:
     async def __aenter__(self) -> EventStore:
         self._keeper = sqlite3.connect(self.target, uri=self.uri, isolation_level=None,
                                        check_same_thread=False)
-        for pragma in PRAGMAS:
-            self._keeper.execute(pragma)
-        migrate(self._keeper, self.path)
+        try:
+            for pragma in PRAGMAS:
+                self._keeper.execute(pragma)
+            migrate(self._keeper, self.path)
+        except sqlite3.DatabaseError as exc:  # (another kind of file: say so, with the path)
+            self._keeper.close()
+            self._keeper = None
+            raise SchemaError(f"{self.path}: not an SQLite database ({exc}); give another "
+                              "file") from None
         if not self.uri:  # a file needs no keeper; a shared memory database does
             self._keeper.close()
             self._keeper = None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -281,3 +282,22 @@ def test_canonical_payload_text_is_the_standard_librarys(payload: dict[Any, Any]
 
     assert encode_payload(payload) == json.dumps(payload, separators=(",", ":"), sort_keys=True,
                                                  ensure_ascii=False)
+
+
+def test_another_kind_of_file_is_refused_with_its_path(tmp_path: Path) -> None:
+    """A store opened on a file that is not SQLite says so, with the path, and leaves the file
+    as it was (no raw sqlite3 error)."""
+    import anyio
+
+    from coworkenv.store import EventStore, SchemaError
+
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not a database\n" * 100)
+
+    async def main() -> None:
+        async with EventStore(notes):
+            pass
+
+    with pytest.raises(SchemaError, match=rf"^{re.escape(str(notes))}: not an SQLite database"):
+        anyio.run(main)
+    assert notes.read_text() == "not a database\n" * 100
