@@ -177,13 +177,6 @@ def reachable(base_url: str | None, option: str = "--base-url") -> None:
         raise fail(str(exc)) from None
 
 
-def first_leaf(group: BaseExceptionGroup[Any]) -> BaseException:
-    exc: BaseException = group
-    while isinstance(exc, BaseExceptionGroup):
-        exc = exc.exceptions[0]
-    return exc
-
-
 def num(x: float | None) -> str:
     return "-" if x is None else f"{x:.3f}"
 

@@ -62,7 +62,7 @@ def _execute(tasks: list[Any], *, agent: str, db: Path, bus_url: str, trials: in
     from ..bus import BusError
     from ..errors import CoworkenvError
     from ..runtime import RunConfig
-    from ..runtime.run import execute, execute_in_processes, prepare
+    from ..runtime.run import execute, execute_in_processes, prepare, unwrapped
     from ..sim import STOP_SIGNALS, Interrupt, ProcessFailedError, RunConfigError, RunInterrupted
     from ..store import LeaseHeldError
 
@@ -114,8 +114,8 @@ def _execute(tasks: list[Any], *, agent: str, db: Path, bus_url: str, trials: in
             return await execute(p, on_done=lambda r: bar.advance(job),
                                  on_plan=planned(bar, job), interrupt=stop)
 
-    try:
-        results = in_processes() if processes > 1 else anyio.run(in_store)
+    try:  # (a library error raised inside the store's task group comes out as itself)
+        results = unwrapped(in_processes if processes > 1 else lambda: anyio.run(in_store))
     except RunInterrupted:
         raise _interrupted(rid, db, total) from None
     except BusError as exc:
@@ -124,17 +124,6 @@ def _execute(tasks: list[Any], *, agent: str, db: Path, bus_url: str, trials: in
         raise fail(f"{exc} (run id {rid})", 1) from None
     except refused as exc:  # (a lease held by another runner, a run changed since)
         raise fail(str(exc)) from None
-    except BaseExceptionGroup as group:  # raised inside the store's task group
-        from ..runtime.run import _ours
-
-        leaf = _ours(group)
-        if isinstance(leaf, RunInterrupted):
-            raise _interrupted(rid, db, total) from None
-        if isinstance(leaf, BusError):
-            raise fail(f"--bus {bus_url}: {leaf}", 1) from None
-        if isinstance(leaf, refused):
-            raise fail(str(leaf)) from None
-        raise
     return rid, results
 
 

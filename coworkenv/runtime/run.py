@@ -364,7 +364,8 @@ def _ours(group: BaseExceptionGroup[Any]) -> BaseException:
     return group if ours is None else first_error(ours)
 
 
-def _unwrapped(call: Callable[[], list[EpisodeResult]]) -> list[EpisodeResult]:
+def unwrapped(call: Callable[[], list[EpisodeResult]]) -> list[EpisodeResult]:
+    """``call()``, with a library error raised inside a task group re-raised as itself."""
     try:
         return call()
     except BaseExceptionGroup as group:
@@ -392,10 +393,10 @@ def run(config: RunConfig, *, on_done: OnDone | None = None, on_plan: OnPlan | N
 
     p = prepare(config)
     if p.config.processes > 1:
-        episodes = _unwrapped(lambda: execute_in_processes(
+        episodes = unwrapped(lambda: execute_in_processes(
             p, on_done=on_done, on_plan=on_plan, interrupt=interrupt))
     else:
         async def go() -> list[EpisodeResult]:
             return await execute(p, on_done=on_done, on_plan=on_plan, interrupt=interrupt)
-        episodes = _unwrapped(lambda: anyio.run(go))
+        episodes = unwrapped(lambda: anyio.run(go))
     return finish(p, episodes)
