@@ -35,7 +35,6 @@ def _episode(db: Path) -> tuple[str, str, float, int]:
 
 
 def in_process(db: Path) -> None:
-    kinds = {"send_message": "message", "wait": "wait", "finish": "finish"}
 
     async def main() -> None:
         async with Sessions(db, tasks=[_task()], run_id=RUN, agent_name=AGENT,
@@ -44,7 +43,7 @@ def in_process(db: Path) -> None:
             await s.reset(TASK, seed=SEED)
 
             async def act(name: str, args: dict[str, Any]) -> tuple[str, bool]:
-                obs, _, done, _ = await s.step(Action(kinds.get(name, "tool"), name, args))  # type: ignore[arg-type]
+                obs, _, done, _ = await s.step(Action.called(name, args))
                 return obs.text, done
 
             await play_reference(_task(), act)

@@ -21,12 +21,11 @@ from .conftest import play_reference
 
 async def drive(s: Session, task: Task) -> tuple[Observation, float, bool, dict[str, Any]]:
     """Play the task's reference solution through step(); return the last step's answer."""
-    kinds = {"send_message": "message", "wait": "wait", "finish": "finish"}
     last: Any = None
 
     async def act(name: str, args: dict[str, Any]) -> tuple[str, bool]:
         nonlocal last
-        last = await s.step(Action(kinds.get(name, "tool"), name, args))  # type: ignore[arg-type]
+        last = await s.step(Action.called(name, args))
         return last[0].text, last[2]
 
     await play_reference(task, act)

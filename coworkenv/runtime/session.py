@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -76,6 +77,37 @@ class Action:
     @classmethod
     def end(cls, text: str = "") -> Action:
         return cls("end", "", {"text": text})
+
+    @classmethod
+    def called(cls, name: str, arguments: dict[str, Any] | None = None) -> Action:
+        """The action a function call of the agent is: ``send_message``, ``wait`` and
+        ``finish`` are theirs, any other name a workspace tool."""
+        kind = {"send_message": "message", "wait": "wait", "finish": "finish"}.get(name, "tool")
+        return cls(kind, name, dict(arguments or {}))  # type: ignore[arg-type]
+
+    def problem(self) -> str | None:
+        """What is wrong with a message's arguments, as the error a tool-calling agent reads
+        (None: nothing); other actions are checked where they land (the tool service)."""
+        a = self.arguments
+        if self.kind == "message" and not (isinstance(a.get("to"), str)
+                                           and isinstance(a.get("text"), str)):
+            return json.dumps({"ok": False, "error": {
+                "code": "invalid_arguments",
+                "message": "send_message needs `to` (a person id) and `text`"}})
+        return None
+
+
+EPISODE_OVER = json.dumps({"ok": False, "error": {
+    "code": "episode_over", "message": "The episode has ended; nothing was done."}})
+"""What a tool-calling agent reads when it acts after its episode ended."""
+
+
+def answer_texts(action: Action, obs: Observation) -> list[str]:
+    """What a tool-calling agent reads after ``action``: an acknowledgement for a message or
+    finish (they have no tool result), then each thing it was told."""
+    acks = {"message": {"ok": True, "sent": True}, "finish": {"ok": True, "finished": True}}
+    head = [json.dumps(acks[action.kind])] if action.kind in acks else []
+    return [*head, *(str(m["content"]) for m in obs.messages)]
 
 
 @dataclass(frozen=True)
@@ -182,7 +214,7 @@ class Session:
             self.agent.close()
         t = await self.host._admit(task)
         n = next(self.host._counter)
-        self.task, self.steps, self.result = t, 0, None
+        self.task, self.steps, self.result, self.error = t, 0, None, None
         self._ended = anyio.Event()
         self.spec = EpisodeSpec(t, self.host.run_id, f"{self.host.run_id}:{t.id}:{n}:0", n, 0,
                                 seed if seed is not None else _seed(self.host.run_id, t.id, n),

@@ -12,7 +12,6 @@ away (stdio) or the episode is over (HTTP), the episode is ended, graded and rec
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -21,7 +20,7 @@ from typing import Any
 import anyio
 
 from ..agents.chat import agent_tools
-from ..runtime.session import Action, Session, Sessions
+from ..runtime.session import EPISODE_OVER, Action, Session, Sessions, answer_texts
 from ..sim.task import Task
 
 TRANSPORTS = ("stdio", "http")
@@ -47,33 +46,19 @@ def episode_server(session: Session, tools: list[dict[str, Any]], instructions: 
 
     listed = [Tool(name=t["function"]["name"], description=t["function"].get("description"),
                    input_schema=t["function"]["parameters"]) for t in tools]
-    kinds = {"send_message": "message", "wait": "wait", "finish": "finish"}
     lock = anyio.Lock()
 
     async def list_tools(ctx: Any, params: Any) -> ListToolsResult:
         return ListToolsResult(tools=listed)
 
     async def call_tool(ctx: Any, params: Any) -> CallToolResult:
-        name, args = params.name, dict(params.arguments or {})
-        kind = kinds.get(name, "tool")
+        action = Action.called(params.name, params.arguments)
         async with lock:  # one action at a time, in the order they came
-            if session.done:
-                return CallToolResult(content=[TextContent(text=json.dumps({
-                    "ok": False, "error": {"code": "episode_over",
-                                           "message": "The episode has ended; nothing was done."}}))],
-                    is_error=True)
-            if kind == "message" and not (isinstance(args.get("to"), str)
-                                          and isinstance(args.get("text"), str)):
-                return CallToolResult(content=[TextContent(text=json.dumps({
-                    "ok": False, "error": {"code": "invalid_arguments", "message":
-                                           "send_message needs `to` (a person id) and `text`"}}))],
-                    is_error=True)
-            obs, _, done, _ = await session.step(Action(kind, name, args))  # type: ignore[arg-type]
-        texts = [m["content"] for m in obs.messages]
-        if kind == "message":
-            texts.insert(0, json.dumps({"ok": True, "sent": True}))
-        elif kind == "finish":
-            texts.insert(0, json.dumps({"ok": True, "finished": True}))
+            refused = EPISODE_OVER if session.done else action.problem()
+            if refused is not None:
+                return CallToolResult(content=[TextContent(text=refused)], is_error=True)
+            obs, _, done, _ = await session.step(action)
+        texts = answer_texts(action, obs)
         if done:
             texts.append("[the episode has ended]")
             if on_over is not None:

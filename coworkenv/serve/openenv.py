@@ -23,8 +23,6 @@ from typing import Any
 from ..agents.chat import agent_tools
 from ..runtime.session import Action, Observation, Session, Sessions
 
-KINDS = {"send_message": "message", "wait": "wait", "finish": "finish"}
-
 
 def _import_openenv() -> None:
     try:
@@ -115,14 +113,13 @@ def environment_class(host: Any) -> type[Any]:
                 return CallToolObservation(tool_name=name, error=ToolError(
                     error_type=ToolErrorType.EXECUTION_ERROR,
                     message="reset(task_id=...) starts an episode before any tool"))
-            kind = KINDS.get(name, "tool")
-            if kind == "message" and not (isinstance(arguments.get("to"), str)
-                                          and isinstance(arguments.get("text"), str)):
+            action = Action.called(name, arguments)
+            problem = action.problem()
+            if problem is not None:
                 return CallToolObservation(tool_name=name, error=ToolError(
                     error_type=ToolErrorType.INVALID_ARGS,
-                    message="send_message needs `to` (a person id) and `text`"))
-            obs, reward, done, _ = await host.acall(session.step(Action(kind, name,  # type: ignore[arg-type]
-                                                                        dict(arguments))))
+                    message=json.loads(problem)["error"]["message"]))
+            obs, reward, done, _ = await host.acall(session.step(action))
             return CallToolObservation(tool_name=name, result=_payload(obs, session),
                                        done=done, reward=reward)
 

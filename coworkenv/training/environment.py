@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..agents.chat import AGENT_FUNCTIONS
-from ..runtime.session import Action, Session, Sessions
+from ..runtime.session import EPISODE_OVER, Action, Session, Sessions, answer_texts
 from ..runtime.threaded import ThreadedSessions
 from ..sim.actor import Actor
 from ..sim.episode import EpisodeResult
@@ -91,19 +91,13 @@ class Rollout:
     def over(self) -> bool:
         return self.session.done
 
-    def act(self, kind: str, name: str, args: dict[str, Any]) -> str:
+    def act(self, action: Action) -> str:
         """Take one action; return what the agent was told until its next decision, as text."""
         if self.over:
-            return json.dumps({"ok": False, "error": {
-                "code": "episode_over", "message": "The episode has ended; nothing was done."}})
-        obs, _, done, _ = self.host.call(self.session.step(Action(kind, name, args)))  # type: ignore[arg-type]
-        parts: list[str] = []
-        if kind == "message":
-            parts.append(json.dumps({"ok": True, "sent": True}))
-        elif kind == "finish":
-            parts.append(json.dumps({"ok": True, "finished": True}))
-        parts += [m["content"] for m in obs.messages]
-        if done and kind != "finish":
+            return EPISODE_OVER
+        obs, _, done, _ = self.host.call(self.session.step(action))
+        parts = answer_texts(action, obs)
+        if done and action.kind != "finish":
             parts.append("[the episode has ended]")
         return "\n".join(parts)
 
@@ -139,10 +133,8 @@ def _method(name: str, schema: dict[str, Any]) -> Callable[..., str]:
     fn = schema["function"]
     props: dict[str, Any] = fn["parameters"].get("properties", {})
     required = set(fn["parameters"].get("required", []))
-    kind = {"send_message": "message", "finish": "finish", "wait": "wait"}.get(name, "tool")
-
     def method(self: CoworkEnvironment, **kwargs: Any) -> str:
-        return self._act(kind, name, kwargs)
+        return self._act(name, kwargs)
 
     params = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
     hints: dict[str, Any] = {}
@@ -181,18 +173,18 @@ class CoworkEnvironment:
         self._rollout = self.host.rollout(str(task_id))
         return None
 
-    def _act(self, kind: str, name: str, args: dict[str, Any]) -> str:
+    def _act(self, name: str, args: dict[str, Any]) -> str:
         if self._rollout is None:
             raise RuntimeError("reset() was not called before a tool")
-        args = {k: v for k, v in args.items() if v is not None}
-        if kind == "message":
-            to = args.get("to")
+        action = Action.called(name, {k: v for k, v in args.items() if v is not None})
+        if action.kind == "message":
+            to = action.arguments.get("to")
             kernel = self._rollout.kernel
             if not isinstance(to, str) or kernel is None or kernel.actor_for(to) in (None, "agent"):
                 return json.dumps({"ok": False, "error": {
                     "code": "invalid_arguments", "message": f"send_message needs `to`, the "
                     f"person id of the user or a coworker in this task; got {to!r}"}})
-        return self._rollout.act(kind, name, args)
+        return self._rollout.act(action)
 
     def _result(self, final_text: str = "") -> EpisodeResult:
         """The graded episode of the last rollout (finishing it first if need be)."""
