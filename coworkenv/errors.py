@@ -4,7 +4,7 @@
     ├── BusError               coworkenv.bus: closed, timeout, connection, URL
     │   └── BusClosedError, BusTimeoutError, BusConnectionError, BusURLError
     ├── StoreError             coworkenv.store: the event store
-    │   └── SchemaError, StoreClosedError, NotFoundError, LeaseHeldError
+    │   └── SchemaError, StoreClosedError, NotFoundError, LeaseHeldError, MergeConflictError
     ├── SimError               coworkenv.sim: tasks, episodes and runs
     │   └── TaskFileError, EpisodeFailure, RunConfigError, HeldOutError, RunInterrupted,
     │       ProcessFailedError (a worker process of a multi-process run died),

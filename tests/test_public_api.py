@@ -19,9 +19,10 @@ PUBLIC = {
                           "RunResult", "Session", "Sessions", "arun", "check_db",
                           "check_endpoint", "resolve_tasks", "run", "select_tasks"],
     "coworkenv.store": ["SCHEMA_VERSION", "EpisodeRecord", "EventRecord", "EventStore",
-                        "LeaseHeldError", "RunLease",
-                        "NotFoundError", "Reader", "SchemaError", "StoreClosedError", "StoreError",
-                        "WriterSettings", "WriterStatistics", "migrate"],
+                        "LeaseHeldError", "MAX_SHARDS", "MergeConflictError", "MergeStats",
+                        "RunLease", "NotFoundError", "Reader", "SchemaError", "StoreClosedError",
+                        "StoreError", "WriterSettings", "WriterStatistics", "events_hash",
+                        "hash_line", "merge_stores", "migrate", "shard_files"],
 }
 
 

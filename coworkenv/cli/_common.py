@@ -47,6 +47,9 @@ def _root(
 
 
 DB_HELP = "SQLite file of the event store"
+DBS_HELP = ("SQLite file of the event store (default: runs/coworkenv.db); repeat --db, or "
+            "give a folder of *.db files, to read shards together (at most 10; `coworkenv "
+            "merge` joins any number)")
 CAPABILITY_SHORT = {"tool_coordination": "tools", "multi_turn_communication": "multi-turn",
                     "dynamic_workspace_state": "dynamic", "safety_sensitive_handling": "safety"}
 BUS_HELP = "memory (default) or mqtt://user:pass@host:port/prefix (all but the host optional)"
@@ -142,7 +145,18 @@ def output_folder(path: Path, option: str) -> Path:
     return path
 
 
-def known_run(reader: Any, run_id: str | None, db: Path, option: str = "--run") -> str:
+def db_label(dbs: list[Path]) -> str:
+    """How to name one store or several shards in a message."""
+    return str(dbs[0]) if len(dbs) == 1 else f"{len(dbs)} shards ({', '.join(map(str, dbs))})"
+
+
+def db_folder(dbs: list[Path]) -> Path:
+    """Where reports of a store go by default: next to it (into the folder of shards)."""
+    return dbs[0] if dbs[0].is_dir() else dbs[0].parent
+
+
+def known_run(reader: Any, run_id: str | None, db: Path | str,
+              option: str = "--run") -> str:
     """The run asked for (default: the latest), which must be in the store."""
     runs: list[str] = [r["run_id"] for r in reader.runs()]  # (oldest first)
     if run_id is None:
@@ -155,13 +169,13 @@ def known_run(reader: Any, run_id: str | None, db: Path, option: str = "--run") 
     return run_id
 
 
-def open_reader(db: Path) -> Any:
-    """A reader of the store ``db``; what is wrong with it (missing, a folder, not a store)
-    is the one line the store says, under ``--db``."""
+def open_reader(db: Path | list[Path]) -> Any:
+    """A reader of the store ``db`` (or of several shards read together); what is wrong with
+    it (missing, a folder, not a store) is the one line the store says, under ``--db``."""
     from ..store import Reader, StoreError
 
     try:
-        return Reader(db)
+        return Reader(db if isinstance(db, Path) or len(db) != 1 else db[0])
     except StoreError as exc:  # (its message starts with the path)
         raise fail(f"--db {exc}") from None
 

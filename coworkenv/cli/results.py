@@ -11,10 +11,12 @@ import typer
 from rich.markup import escape
 
 from ._common import (
-    DB_HELP,
+    DBS_HELP,
     Column,
     app,
     console,
+    db_folder,
+    db_label,
     fail,
     failed_cell,
     known_run,
@@ -29,7 +31,7 @@ from ._common import (
 @app.command(short_help="Replay an episode: timeline, time travel, diffs.")
 def replay(
     episode: Annotated[str, typer.Option(help="Episode id")],
-    db: Annotated[Path, typer.Option(help=DB_HELP)] = Path("runs/coworkenv.db"),
+    dbs: Annotated[list[Path] | None, typer.Option("--db", help=DBS_HELP)] = None,
     hash_: Annotated[bool, typer.Option("--hash", help="Print the event-sequence hash and the "
                                         "final workspace hash, rebuilt from the log")] = False,
     at: Annotated[int | None, typer.Option(help="Print the workspace as it was at this seq")]
@@ -48,7 +50,7 @@ def replay(
     from ..workspace import replay_events
     from ..workspace.diff import describe_state, diff_states
 
-    reader = open_reader(db)
+    reader = open_reader(_dbs(dbs))
     with reader:
         try:
             reader.episode(episode)
@@ -113,7 +115,7 @@ def replay(
 
 @app.command(short_help="Grade recorded episodes again from their logs.")
 def regrade(
-    db: Annotated[Path, typer.Option(help=DB_HELP)] = Path("runs/coworkenv.db"),
+    dbs: Annotated[list[Path] | None, typer.Option("--db", help=DBS_HELP)] = None,
     tasks: Annotated[list[Path] | None, typer.Option("--tasks", help="Task files to grade "
                                                      "with (default: the specs the run used)")]
     = None,
@@ -123,18 +125,26 @@ def regrade(
     import anyio
 
     from ..sim.report import regrade_store
-    from ..store import EventStore
+    from ..store import EventStore, StoreError, shard_files
 
+    db = _dbs(dbs)
     with open_reader(db) as r:
         if run_id is not None:
-            known_run(r, run_id, db)
+            known_run(r, run_id, db_label(db))
     loaded = load(tasks) if tasks else None
 
     async def go() -> dict[str, int]:
-        async with EventStore(db) as store:
-            return await regrade_store(store, loaded, run_id)
+        counts: dict[str, int] = {}
+        for f in shard_files(db):  # each shard keeps the grades of its own episodes
+            async with EventStore(f) as store:
+                for key, n in (await regrade_store(store, loaded, run_id)).items():
+                    counts[key] = counts.get(key, 0) + n
+        return counts
 
-    counts = anyio.run(go)
+    try:
+        counts = anyio.run(go)
+    except StoreError as exc:
+        raise fail(f"--db {exc}") from None
     console.print(f"regraded {counts['episodes']} episode(s): {counts['changed']} changed, "
                   f"{counts['skipped']} skipped (no task spec); {counts['failed']} failed "
                   "episode(s) have no grade and count as 0 in eval")
@@ -160,7 +170,7 @@ def _summary_table(title: str, groups: dict[str, Any], label: str) -> None:
 
 @app.command("eval", short_help="Scores per set, family and capability, with CIs.")
 def eval_(
-    db: Annotated[Path, typer.Option(help=DB_HELP)] = Path("runs/coworkenv.db"),
+    dbs: Annotated[list[Path] | None, typer.Option("--db", help=DBS_HELP)] = None,
     run_id: Annotated[str | None, typer.Option("--run", help="Run id (default: the latest)")]
     = None,
     k: Annotated[int | None, typer.Option(help="k for pass@k and pass^k (default: trials)")]
@@ -182,7 +192,9 @@ def eval_(
     from ..sim.report import compare as compare_runs
 
     named = _named_sets(sets or [])
-    reader = open_reader(db)
+    dbl = _dbs(dbs)
+    db = db_label(dbl)
+    reader = open_reader(dbl)
     with reader:
         if episode is not None:
             _show_episode(reader, episode)
@@ -197,7 +209,7 @@ def eval_(
             specs = {**reader.task_specs(compare[0]), **reader.task_specs(compare[1])}
             diff = compare_runs(a, b, task_sets(named, specs))
             _compare_table(compare, diff)
-            dest = (out or db.parent) / f"compare-{compare[0]}-{compare[1]}.json"
+            dest = (out or db_folder(dbl)) / f"compare-{compare[0]}-{compare[1]}.json"
             dest.parent.mkdir(parents=True, exist_ok=True)
             with atomic_file(dest) as f:
                 f.write(json.dumps(diff, indent=2))
@@ -222,12 +234,44 @@ def eval_(
     _summary_table(f"{rid}: by capability", summary["by_capability"], "capability")
     o = summary["overall"]
     console.print(f"overall: {overall_line(o)}", highlight=False)
-    folder = out or db.parent
+    folder = out or db_folder(dbl)
     folder.mkdir(parents=True, exist_ok=True)
     with atomic_file(folder / f"eval-{rid}.json") as f:
         f.write(json.dumps({"run": rid, **summary, "episodes": rows}, indent=2))
     chart(summary, folder / f"eval-{rid}.png", rid)
     console.print(f"wrote {folder / f'eval-{rid}.json'} and {folder / f'eval-{rid}.png'}")
+
+
+@app.command(short_help="Merge store shards into one store, verified by episode hashes.")
+def merge(
+    shards: Annotated[list[Path], typer.Argument(help="Shard files, or folders of *.db files",
+                                                 show_default=False)],
+    into: Annotated[Path, typer.Option(help="The store to merge into (created if missing)")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the counts as JSON")] = False,
+) -> None:
+    """Merge store shards (one per Ray episode host or machine) into one store. Idempotent:
+    an episode already there with the same events is skipped; the same episode with other
+    events is refused, and the refused shard leaves the target as it was. Every copied
+    episode's events hash is checked against the shard's record before and after."""
+    from ..store import StoreError, merge_stores
+
+    try:
+        stats = merge_stores(shards, into)
+    except StoreError as exc:
+        raise fail(str(exc)) from None
+    if as_json:
+        sys.stdout.write(json.dumps(stats.as_dict(), indent=2) + "\n")
+        return
+    rate = stats.events_added / stats.seconds if stats.seconds else 0.0
+    console.print(f"merged {stats.shards} shard(s) into {into}: {stats.episodes_added} "
+                  f"episode(s) added, {stats.episodes_replaced} replaced (unfinished there), "
+                  f"{stats.episodes_same} already there, {stats.episodes_kept} unfinished "
+                  f"left out; {stats.events_added} events in {stats.seconds:.2f}s "
+                  f"({rate:,.0f}/s); {stats.verified} episode hashes verified", highlight=False)
+
+
+def _dbs(given: list[Path] | None) -> list[Path]:
+    return given or [Path("runs/coworkenv.db")]
 
 
 def _named_sets(values: list[str]) -> dict[str, list[Any]]:
@@ -300,7 +344,7 @@ def _show_episode(reader: Any, episode: str) -> None:
 
 @app.command(short_help="Serve the read-only web viewer of a store.")
 def view(
-    db: Annotated[Path, typer.Option(help=DB_HELP)] = Path("runs/coworkenv.db"),
+    dbs: Annotated[list[Path] | None, typer.Option("--db", help=DBS_HELP)] = None,
     port: Annotated[int, typer.Option(help="Port (0: any free port)")] = 8765,
     host: Annotated[str, typer.Option(help="Address to bind; keep 127.0.0.1 unless you mean "
                                       "to serve other hosts")] = "127.0.0.1",
@@ -309,14 +353,16 @@ def view(
     from ..store import StoreError
     from ..viewer import ViewerServer
 
+    db = _dbs(dbs)
     try:
-        server = ViewerServer(db, host, port)
+        server = ViewerServer(db[0] if len(db) == 1 else db, host, port)
     except StoreError as exc:  # (its message starts with the path)
         raise fail(f"--db {exc}") from None
     except OSError as exc:  # the address: in use, or not this host's
         raise fail(f"--host {host} --port {port}: {exc.strerror or exc}") from None
     h, p = str(server.server_address[0]), server.server_address[1]
-    console.print(f"coworkenv viewer on http://{h}:{p}/ (read-only {db}); Ctrl-C stops it",
+    console.print(f"coworkenv viewer on http://{h}:{p}/ (read-only {db_label(db)}); "
+                  "Ctrl-C stops it",
                   highlight=False)
     sys.stdout.flush()
     try:

@@ -1,9 +1,10 @@
 """The simulator: tasks, virtual time, the episode kernel, checks and the concurrent runner."""
 
+from ..store import events_hash
 from .actor import Actor, ActorContext
 from .checks import CheckResult, evaluate_checks, projection_db
 from .clock import Clock, VirtualClock, WallClock, make_clock
-from .episode import EpisodeKernel, EpisodeResult, EpisodeSpec, events_hash
+from .episode import EpisodeKernel, EpisodeResult, EpisodeSpec
 from .errors import (
     EpisodeFailure,
     HeldOutError,
@@ -15,15 +16,15 @@ from .errors import (
 from .interrupt import STOP_SIGNALS, Interrupt
 from .loader import HeldOut, benchmark, builtin_tasks, load_task_file, load_tasks, parse_task
 from .runner import (
-                     ProcessFailedError,
-                     RunOptions,
-                     default_processes,
-                     episode_seed,
-                     new_run_id,
-                     plan_run,
-                     run_episodes,
-                     run_in_processes,
-                     run_jobs,
+    ProcessFailedError,
+    RunOptions,
+    default_processes,
+    episode_seed,
+    new_run_id,
+    plan_run,
+    run_episodes,
+    run_in_processes,
+    run_jobs,
 )
 from .task import Capability, CastMember, Fact, Task
 

@@ -20,7 +20,7 @@ from typing import Any
 import anyio
 
 from ..bus import Bus, Envelope, Subscription
-from ..store import EventRecord, EventStore
+from ..store import EventRecord, EventStore, hash_line
 from ..store._records import encode_payload
 from ..workspace import WorkspaceState, apply_event
 from .actor import Actor, ActorContext
@@ -82,18 +82,6 @@ class _Delivery:
     to: str
     kind: str
     payload: dict[str, Any]
-
-
-def _hash_line(seq: int, sim_time: float, actor: str, kind: str, text: str) -> bytes:
-    return f"{seq}|{sim_time:.6f}|{actor}|{kind}|{text}\n".encode()
-
-
-def events_hash(events: list[EventRecord]) -> str:
-    """Hash of an event sequence, wall-clock stamps excluded."""
-    h = hashlib.sha256()
-    for e in events:
-        h.update(_hash_line(e.seq, e.sim_time, e.actor, e.kind, e.payload_text()))
-    return h.hexdigest()
 
 
 _SEEDS: dict[int, tuple[Task, WorkspaceState, list[tuple[str, dict[str, Any], str]]]] = {}
@@ -245,7 +233,7 @@ class EpisodeKernel:
             text = encode_payload(payload)
         seq, now = len(self.events), round(self.clock.now, 6)
         ev = EventRecord(self.spec.episode_id, seq, now, time.time(), actor, kind, payload, text)
-        self._hash.update(_hash_line(seq, now, actor, kind, text))
+        self._hash.update(hash_line(seq, now, actor, kind, text))
         self.events.append(ev)
         self._unsaved.append(ev)
         return ev

@@ -1,18 +1,29 @@
 """The event store: an append-only SQLite event log with one batched writer per file."""
 
 from ._lease import RunLease
-from ._reader import Reader
-from ._records import EpisodeRecord, EventRecord
+from ._merge import MergeStats, merge_stores, shard_files
+from ._reader import MAX_SHARDS, Reader
+from ._records import EpisodeRecord, EventRecord, events_hash, hash_line
 from ._schema import SCHEMA_VERSION, migrate
 from ._writer import EventStore, WriterSettings, WriterStatistics
-from .errors import LeaseHeldError, NotFoundError, SchemaError, StoreClosedError, StoreError
+from .errors import (
+    LeaseHeldError,
+    MergeConflictError,
+    NotFoundError,
+    SchemaError,
+    StoreClosedError,
+    StoreError,
+)
 
 __all__ = [
+    "MAX_SHARDS",
     "SCHEMA_VERSION",
     "EpisodeRecord",
     "EventRecord",
     "EventStore",
     "LeaseHeldError",
+    "MergeConflictError",
+    "MergeStats",
     "NotFoundError",
     "Reader",
     "RunLease",
@@ -21,5 +32,9 @@ __all__ = [
     "StoreError",
     "WriterSettings",
     "WriterStatistics",
+    "events_hash",
+    "hash_line",
+    "merge_stores",
     "migrate",
+    "shard_files",
 ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -14,25 +14,55 @@ from ._schema import SCHEMA_VERSION
 from ._writer import EventStore
 from .errors import NotFoundError, SchemaError
 
+MAX_SHARDS = 10
+"""Shards one reader reads together (SQLite attaches at most ten files to a connection);
+merge more with :func:`merge_stores`."""
+
+_SHARD_VIEWS = {
+    "runs": ("SELECT run_id, min(created_at) AS created_at, CASE WHEN sum(status = "
+             "'finished') > 0 THEN 'finished' ELSE max(status) END AS status, min(agent) AS "
+             "agent, min(config) AS config FROM ({union}) GROUP BY run_id"),
+    "tasks": ("SELECT run_id, task_id, min(family) AS family, min(capabilities) AS "
+              "capabilities, min(spec) AS spec FROM ({union}) GROUP BY run_id, task_id"),
+    "episodes": "{union}",
+    "events": "{union}",
+    "projection": "{union}",
+    "check_results": "{union}",
+    "grades": "{union}",
+}
+
 
 class Reader:
-    """A read-only connection to a store (a file path, or an open :class:`EventStore`)."""
+    """A read-only connection to a store: a file path, an open :class:`EventStore`, or
+    several shard files (a list, or a folder of ``*.db`` files) read together as one store
+    without copying (at most :data:`MAX_SHARDS`; an episode must be in one shard only)."""
 
-    def __init__(self, source: str | Path | EventStore) -> None:
+    def __init__(self, source: str | Path | EventStore | Sequence[str | Path]) -> None:
+        if isinstance(source, (list, tuple)) or (
+                isinstance(source, (str, Path)) and Path(source).is_dir() and
+                any(Path(source).glob("*.db"))):
+            from ._merge import shard_files
+
+            files = shard_files(source if isinstance(source, (list, tuple)) else [source])
+            if len(files) > 1:
+                self._open_shards(files)
+                return
+            source = files[0]
         if isinstance(source, EventStore):  # works for :memory: stores too
             self.where = source.path
             target = source.target
             uri = target if source.uri else f"file:{Path(target).absolute()}?mode=ro"
         else:
-            p = Path(source)
+            p = Path(source)  # type: ignore[arg-type]
             if not p.exists():
                 raise NotFoundError(f"{p}: no such file (`coworkenv run` or `coworkenv demo` "
                                     "records one)")
             if p.is_dir():
-                raise NotFoundError(f"{p}: is a folder; give the SQLite file of a store (e.g. "
-                                    "runs/coworkenv.db)")
+                raise NotFoundError(f"{p}: is a folder with no store file (*.db); give the "
+                                    "SQLite file of a store (e.g. runs/coworkenv.db)")
             self.where = str(p)
             uri = f"file:{p.absolute()}?mode=ro"
+        self.shards = [self.where]
         self.conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
         try:
             self.conn.execute("PRAGMA query_only=ON")
@@ -43,6 +73,41 @@ class Reader:
         if version == 0 or version > SCHEMA_VERSION:
             raise SchemaError(f"{self.where}: schema version {version}; this coworkenv reads "
                               f"1..{SCHEMA_VERSION}")
+
+    def _open_shards(self, files: list[Path]) -> None:
+        """Several shards as one store: each attached read-only, every table a view over
+        all of them (runs and task specs reconciled as a merge would)."""
+        if len(files) > MAX_SHARDS:
+            raise SchemaError(f"{len(files)} shards: one reader reads at most {MAX_SHARDS} "
+                              "together; merge them first (`coworkenv merge SHARD... --into "
+                              "DB`)")
+        self.shards = [str(f) for f in files]
+        self.where = " + ".join(self.shards)
+        self.conn = sqlite3.connect(":memory:", check_same_thread=False)
+        try:
+            for i, f in enumerate(files):
+                self.conn.execute(f"ATTACH DATABASE ? AS s{i}", (f"file:{f.absolute()}?mode=ro",))
+                try:
+                    (version,) = self.conn.execute(f"PRAGMA s{i}.user_version").fetchone()
+                except sqlite3.DatabaseError as exc:
+                    raise SchemaError(f"{f}: not an SQLite database ({exc})") from None
+                if version != SCHEMA_VERSION:
+                    raise SchemaError(f"{f}: schema version {version}; shards are read "
+                                      f"together at version {SCHEMA_VERSION} only")
+            for table, shape in _SHARD_VIEWS.items():
+                union = " UNION ALL ".join(f"SELECT * FROM s{i}.{table}"
+                                           for i in range(len(files)))
+                self.conn.execute(f"CREATE TEMP VIEW {table} AS " + shape.format(union=union))
+            self.conn.execute("PRAGMA query_only=ON")
+            dup = self.conn.execute("SELECT episode_id FROM episodes GROUP BY episode_id "
+                                    "HAVING count(*) > 1 LIMIT 1").fetchone()
+        except BaseException:
+            self.conn.close()
+            raise
+        if dup is not None:
+            self.conn.close()
+            raise SchemaError(f"{self.where}: episode {dup[0]!r} is in more than one shard; "
+                              "merge them (`coworkenv merge`), which reconciles copies")
 
     def close(self) -> None:
         self.conn.close()

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -47,6 +49,20 @@ def _has_nonfinite(value: Any) -> bool:
     if isinstance(value, (list, tuple)):
         return any(_has_nonfinite(v) for v in value)
     return False
+
+def hash_line(seq: int, sim_time: float, actor: str, kind: str, text: str) -> bytes:
+    """One event's line of an episode's events hash (wall-clock stamps excluded)."""
+    return f"{seq}|{sim_time:.6f}|{actor}|{kind}|{text}\n".encode()
+
+
+def events_hash(events: Iterable[EventRecord]) -> str:
+    """Hash of an event sequence, wall-clock stamps excluded: equal for the same episode
+    wherever it was recorded (a shard, its merge, a replay)."""
+    h = hashlib.sha256()
+    for e in events:
+        h.update(hash_line(e.seq, e.sim_time, e.actor, e.kind, e.payload_text()))
+    return h.hexdigest()
+
 
 INSERT_EVENT = ("INSERT INTO events (episode_id, seq, sim_time, wall_time, actor, kind, payload) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?)")

@@ -4,7 +4,8 @@
     ├── SchemaError        the file's schema is newer than this code, or not a coworkenv store
     ├── StoreClosedError   a write after the store was closed, or after its writer failed
     ├── NotFoundError      a run or episode id that is not in the file
-    └── LeaseHeldError     another live runner holds the run
+    ├── LeaseHeldError     another live runner holds the run
+    └── MergeConflictError two shards disagree about an episode, a run or a task spec
 """
 
 from __future__ import annotations
@@ -30,3 +31,8 @@ class NotFoundError(StoreError):
 
 class LeaseHeldError(StoreError):
     """Another runner holds the run's lease and is alive (its heartbeat is fresh)."""
+
+
+class MergeConflictError(StoreError):
+    """Two stores disagree about one episode, run or task spec; nothing of that shard was
+    merged."""

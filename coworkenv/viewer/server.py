@@ -12,7 +12,7 @@ import hashlib
 import json
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from http import HTTPStatus
 from importlib import resources
 from pathlib import Path
@@ -48,13 +48,14 @@ class ViewerServer:
     """The viewer's Starlette app served by uvicorn on a socket bound at construction (so a
     busy port fails here, and ``port=0`` knows its port before serving)."""
 
-    def __init__(self, db: Path, host: str = "127.0.0.1", port: int = 8765) -> None:
+    def __init__(self, db: Path | Sequence[Path], host: str = "127.0.0.1",
+                 port: int = 8765) -> None:
         import socket
 
         import uvicorn
 
-        self.db = Path(db)
-        self.app = viewer_app(self.db)  # (fails now, with a clear message, if not a store)
+        self.db = db
+        self.app = viewer_app(db)  # (fails now, with a clear message, if not a store)
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self._socket = socket.socket(family, socket.SOCK_STREAM)
         self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -82,15 +83,17 @@ class ViewerServer:
         self._socket.close()
 
 
-def viewer_app(db: Path) -> Any:
+def viewer_app(db: Path | Sequence[Path]) -> Any:
     """The viewer as a Starlette app: the page, and the read-only JSON API under /api (every
-    request reads through its own read-only connection, in a worker thread)."""
+    request reads through its own read-only connection, in a worker thread). ``db`` may be
+    several shards (or a folder of them), read together."""
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import Response
     from starlette.routing import Route
 
-    Reader(Path(db)).close()
+    source: Path | list[Path] = Path(db) if isinstance(db, (str, Path)) else list(db)
+    Reader(source).close()
     page = resources.files(__package__).joinpath("index.html").read_bytes()
     headers = {"Cache-Control": "no-store", "Content-Security-Policy": _policy(page),
                "X-Content-Type-Options": "nosniff"}
@@ -111,7 +114,7 @@ def viewer_app(db: Path) -> Any:
             return as_json({"error": "not found"}, HTTPStatus.NOT_FOUND)
         q = dict(request.query_params)
         try:
-            with Reader(Path(db)) as r:
+            with Reader(source) as r:
                 return as_json(_route(r, parts[1:], q))
         except (NotFoundError, KeyError) as exc:
             return as_json({"error": str(exc)}, HTTPStatus.NOT_FOUND)

@@ -1,0 +1,309 @@
+"""Shards: store files written apart (one per Ray episode host, one per machine) merged into
+one, episode by episode, with each episode's events hash checked before and after.
+
+The rules, per episode id:
+
+- not in the target: copied whole (its row, events, projection, check results, grade);
+- in the target with the same events (hash and count): nothing to do, so merging the same
+  shard twice changes nothing;
+- in the target unfinished (``running`` or ``aborted``: a crash left it) and final in the
+  shard: the shard's copy replaces it; final in the target and unfinished in the shard: the
+  target keeps its own;
+- final in both with different events: refused (:class:`MergeConflictError`), as is any
+  shard whose recorded hash does not match its own events.
+
+Runs and task specs are reconciled: one run row per run id (the earliest start; finished
+once any copy says so), which must agree on the agent and the configuration; one spec per
+(run, task), which must be the same text. A shard is merged in one transaction: a refused
+shard leaves the target as it was.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ._records import hash_line
+from ._schema import PRAGMAS, SCHEMA_VERSION, migrate
+from .errors import MergeConflictError, NotFoundError, SchemaError
+
+FINAL = ("completed", "failed")
+_EVENT_COLS = "episode_id, seq, sim_time, wall_time, actor, kind, payload"
+_TABLES = {  # per-episode tables other than events, with their columns
+    "projection": "episode_id, app, entity_id, data",
+    "check_results": "episode_id, check_id, kind, weight, passed, detail, evidence",
+    "grades": "episode_id, completion, safety, robustness, score, passed, detail, graded_at",
+}
+_EPISODE_COLS = ("episode_id, run_id, task_id, family, trial, attempt, seed, agent, role, "
+                 "status, started_at, finished_at, sim_time, turns, termination, "
+                 "failure_boundary, failure, completion, event_count, events_hash, state_hash, "
+                 "outcome")
+
+
+@dataclass
+class MergeStats:
+    """What a merge did, shard by shard summed."""
+
+    shards: int = 0
+    episodes_added: int = 0
+    episodes_replaced: int = 0
+    episodes_same: int = 0
+    episodes_kept: int = 0
+    """Unfinished in the shard, final (or also unfinished) in the target: the target's kept."""
+    events_added: int = 0
+    runs_added: int = 0
+    tasks_added: int = 0
+    verified: int = 0
+    """Episodes whose events hash, recomputed from the target after the merge, equals the
+    hash recorded (and recomputed) in the shard."""
+    seconds: float = 0.0
+    per_shard: list[dict[str, Any]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in (
+            "shards", "episodes_added", "episodes_replaced", "episodes_same", "episodes_kept",
+            "events_added", "runs_added", "tasks_added", "verified", "seconds", "per_shard")}
+
+
+def shard_files(sources: Iterable[str | Path]) -> list[Path]:
+    """Store files named by ``sources``: files as given, folders as the ``*.db`` files they
+    hold (sorted); a name that is neither is an error."""
+    out: list[Path] = []
+    for s in sources:
+        p = Path(s)
+        if p.is_dir():
+            found = sorted(f for f in p.glob("*.db") if f.is_file())
+            if not found:
+                raise NotFoundError(f"{p}: a folder with no store file (*.db) in it")
+            out.extend(found)
+        elif p.is_file():
+            out.append(p)
+        else:
+            raise NotFoundError(f"{p}: no such file or folder")
+    seen: set[Path] = set()
+    unique = []
+    for p in out:
+        if p.resolve() not in seen:
+            seen.add(p.resolve())
+            unique.append(p)
+    return unique
+
+
+def open_shard(path: str | Path) -> sqlite3.Connection:
+    """A read-only connection to a shard of this schema version."""
+    p = Path(path)
+    conn = sqlite3.connect(f"file:{p.absolute()}?mode=ro", uri=True)
+    try:
+        conn.execute("PRAGMA query_only=ON")
+        (version,) = conn.execute("PRAGMA user_version").fetchone()
+    except sqlite3.DatabaseError as exc:
+        conn.close()
+        raise SchemaError(f"{p}: not an SQLite database ({exc})") from None
+    if version != SCHEMA_VERSION:
+        conn.close()
+        raise SchemaError(f"{p}: schema version {version}; merging needs version "
+                          f"{SCHEMA_VERSION} (open it once with `coworkenv run --resume` or "
+                          "this coworkenv's EventStore to migrate it)")
+    return conn
+
+
+def merge_stores(shards: Sequence[str | Path], into: str | Path) -> MergeStats:
+    """Merge store files (or folders of them) into ``into`` (created if missing)."""
+    files = shard_files(shards)
+    target = Path(into)
+    stats = MergeStats()
+    start = time.perf_counter()
+    with connect_target(target) as dst:
+        for f in files:
+            if f.resolve() == target.resolve():
+                raise MergeConflictError(f"{f}: is the target itself; name another file with "
+                                         "into")
+            src = open_shard(f)
+            try:
+                merge_connection(src, dst, str(f), str(target), stats)
+            finally:
+                src.close()
+    stats.seconds = time.perf_counter() - start
+    return stats
+
+
+class connect_target:
+    """A writing connection to the target store, migrated to this schema."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __enter__(self) -> sqlite3.Connection:
+        if self.path.is_dir():
+            raise NotFoundError(f"{self.path}: is a folder; give the merged store's file name")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        try:
+            for p in PRAGMAS:
+                self.conn.execute(p)
+            migrate(self.conn, str(self.path))
+        except sqlite3.DatabaseError as exc:
+            self.conn.close()
+            raise SchemaError(f"{self.path}: not an SQLite database ({exc})") from None
+        except BaseException:
+            self.conn.close()
+            raise
+        return self.conn
+
+    def __exit__(self, *exc: object) -> None:
+        self.conn.close()
+
+
+def merge_connection(src: sqlite3.Connection, dst: sqlite3.Connection, where: str,
+                     target: str, stats: MergeStats) -> None:
+    """Merge one open shard into an open target, in one transaction."""
+    shard: dict[str, Any] = {"shard": where, "added": 0, "replaced": 0, "same": 0, "kept": 0,
+                             "events": 0}
+    dst.execute("BEGIN IMMEDIATE")
+    try:
+        stats.runs_added += _merge_runs(src, dst, where, target)
+        stats.tasks_added += _merge_tasks(src, dst, where, target)
+        plan = _plan_episodes(src, dst, where, target)
+        copied: dict[str, str] = {}  # episode -> hash of the shard's events
+        for action, row in plan:
+            if action in ("same", "kept"):
+                shard[action] += 1
+                continue
+            eid = row[0]
+            if action == "replace":
+                for table in ("events", *_TABLES):
+                    dst.execute(f"DELETE FROM {table} WHERE episode_id=?", (eid,))
+                dst.execute("DELETE FROM episodes WHERE episode_id=?", (eid,))
+            dst.execute(f"INSERT INTO episodes ({_EPISODE_COLS}) VALUES "
+                        f"({', '.join('?' * 22)})", row)
+            n, digest = _copy_events(src, dst, eid)
+            if row[9] in FINAL and row[19] and digest != row[19]:
+                raise MergeConflictError(
+                    f"{where}: episode {eid!r}: its events hash to {digest[:12]}, but the "
+                    f"episode records {row[19][:12]}; the shard is damaged")
+            for table, cols in _TABLES.items():
+                rows = src.execute(f"SELECT {cols} FROM {table} WHERE episode_id=?",
+                                   (eid,)).fetchall()
+                if rows:
+                    dst.executemany(f"INSERT INTO {table} ({cols}) VALUES "
+                                    f"({', '.join('?' * len(rows[0]))})", rows)
+            copied[eid] = digest
+            shard["events"] += n
+            shard["added" if action == "add" else "replaced"] += 1
+        for eid, digest in copied.items():  # after: read back from the target
+            if _hash_of(dst, eid)[1] != digest:
+                raise MergeConflictError(f"{where}: episode {eid!r} reads back from {target} "
+                                         "with other events than the shard's")
+        dst.execute("COMMIT")
+    except BaseException:
+        dst.execute("ROLLBACK")
+        raise
+    stats.shards += 1
+    stats.episodes_added += shard["added"]
+    stats.episodes_replaced += shard["replaced"]
+    stats.episodes_same += shard["same"]
+    stats.episodes_kept += shard["kept"]
+    stats.events_added += shard["events"]
+    stats.verified += len(copied)
+    stats.per_shard.append(shard)
+
+
+def _merge_runs(src: sqlite3.Connection, dst: sqlite3.Connection, where: str,
+                target: str) -> int:
+    added = 0
+    for run_id, created, status, agent, config in src.execute(
+            "SELECT run_id, created_at, status, agent, config FROM runs"):
+        row = dst.execute("SELECT created_at, status, agent, config FROM runs WHERE run_id=?",
+                          (run_id,)).fetchone()
+        if row is None:
+            dst.execute("INSERT INTO runs (run_id, created_at, status, agent, config) "
+                        "VALUES (?, ?, ?, ?, ?)", (run_id, created, status, agent, config))
+            added += 1
+            continue
+        if row[2] != agent:
+            raise MergeConflictError(f"{where}: run {run_id!r} was run by agent {agent!r} "
+                                     f"there and by {row[2]!r} in {target}: two runs under "
+                                     "one id")
+        if _config(row[3]) != _config(config):
+            raise MergeConflictError(f"{where}: run {run_id!r} has another configuration "
+                                     f"there than in {target}: two runs under one id")
+        status = "finished" if "finished" in (status, row[1]) else row[1]
+        dst.execute("UPDATE runs SET created_at=min(created_at, ?), status=? WHERE run_id=?",
+                    (created, status, run_id))
+    return added
+
+
+def _config(text: str) -> Any:
+    return json.loads(text)
+
+
+def _merge_tasks(src: sqlite3.Connection, dst: sqlite3.Connection, where: str,
+                 target: str) -> int:
+    added = 0
+    for run_id, task_id, family, caps, spec in src.execute(
+            "SELECT run_id, task_id, family, capabilities, spec FROM tasks"):
+        row = dst.execute("SELECT spec FROM tasks WHERE run_id=? AND task_id=?",
+                          (run_id, task_id)).fetchone()
+        if row is None:
+            dst.execute("INSERT INTO tasks (run_id, task_id, family, capabilities, spec) "
+                        "VALUES (?, ?, ?, ?, ?)", (run_id, task_id, family, caps, spec))
+            added += 1
+        elif row[0] != spec:
+            raise MergeConflictError(f"{where}: task {task_id!r} of run {run_id!r} has "
+                                     f"another spec there than in {target}")
+    return added
+
+
+def _plan_episodes(src: sqlite3.Connection, dst: sqlite3.Connection, where: str,
+                   target: str) -> list[tuple[str, tuple[Any, ...]]]:
+    """What to do with each of the shard's episodes; every conflict is found before anything
+    is written."""
+    plan = []
+    for row in src.execute(f"SELECT {_EPISODE_COLS} FROM episodes ORDER BY episode_id"):
+        eid, status, count, digest = row[0], row[9], row[18], row[19]
+        have = dst.execute("SELECT status, event_count, events_hash FROM episodes "
+                           "WHERE episode_id=?", (eid,)).fetchone()
+        if have is None:
+            plan.append(("add", row))
+        elif (have[0], have[1], have[2]) == (status, count, digest):
+            plan.append(("same", row))
+        elif status not in FINAL:
+            plan.append(("kept", row))
+        elif have[0] not in FINAL:
+            plan.append(("replace", row))
+        else:
+            raise MergeConflictError(
+                f"{where}: episode {eid!r} is {status} with {count} events (hash "
+                f"{(digest or '')[:12]}) there and {have[0]} with {have[1]} events (hash "
+                f"{(have[2] or '')[:12]}) in {target}: the same (episode, seq) with other "
+                "events; merge refused")
+    return plan
+
+
+def _copy_events(src: sqlite3.Connection, dst: sqlite3.Connection, eid: str) -> tuple[int, str]:
+    h = hashlib.sha256()
+    n = 0
+    cur = src.execute(f"SELECT {_EVENT_COLS} FROM events WHERE episode_id=? ORDER BY seq",
+                      (eid,))
+    while rows := cur.fetchmany(4096):
+        for r in rows:
+            h.update(hash_line(r[1], r[2], r[4], r[5], r[6]))
+        dst.executemany(f"INSERT INTO events ({_EVENT_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+        n += len(rows)
+    return n, h.hexdigest()
+
+
+def _hash_of(conn: sqlite3.Connection, eid: str) -> tuple[int, str]:
+    h = hashlib.sha256()
+    n = 0
+    for r in conn.execute("SELECT seq, sim_time, actor, kind, payload FROM events "
+                          "WHERE episode_id=? ORDER BY seq", (eid,)):
+        h.update(hash_line(*r))
+        n += 1
+    return n, h.hexdigest()
