@@ -29,6 +29,7 @@ QUICK: dict[str, list[str]] = {
     "grading": ["--synth", "3", "--repeats", "1"],
     "synth": ["--tasks", "5", "--repeats", "1"],
     "sessions": ["--sessions", "8", "--steps", "4"],
+    "scale": ["--quick"],
 }
 """The benchmarks, in the order they run, with their --quick arguments."""
 

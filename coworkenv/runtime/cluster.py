@@ -24,6 +24,8 @@ a cluster with no host left, ends the run with :class:`~coworkenv.sim.ProcessFai
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import json
 import math
 import os
 import socket
@@ -44,8 +46,8 @@ if TYPE_CHECKING:
 
 MAX_RESTARTS = 3
 """Times Ray restarts an episode host whose process died."""
-IN_FLIGHT = 2
-"""Batches queued per host, so a host never waits for the driver between two."""
+BATCHES = 4
+"""Batches a host's concurrency is cut into: one ends, the next starts, three go on."""
 
 
 def ray_module() -> Any:
@@ -63,14 +65,20 @@ JobKey = tuple[str, int, int]
 
 
 class EpisodeHost:
-    """One episode host: a Ray actor (see the module's docstring). Made an actor by
-    :func:`execute_on_ray`; usable in-process as is."""
+    """One episode host: a Ray actor (see the module's docstring), made one by
+    :func:`execute_on_ray`.
+
+    An async actor: its batches run concurrently on the one event loop Ray gives it, sharing
+    one bus connection and one store writer that a long-lived serving task holds open (a
+    batch does not wait for the slowest episode of the one before it)."""
 
     def __init__(self, config: RunConfig, options: RunOptions, tasks: list[Task], agent: str,
                  run_config: str, index: int, shard_dir: str | None) -> None:
         from .run import factories
 
-        self.config, self.options, self.index = config, options, index
+        self.config, self.index = config, index
+        # per-batch GC tuning would nest across concurrent batches; the host tunes once
+        self.options = dataclasses.replace(options, tune_gc=False)
         self.tasks = {t.id: t for t in tasks}
         _, self.make_agent, self.make_cast = factories(config)
         folder = Path(shard_dir or Path(tempfile.gettempdir()) / "coworkenv-shards")
@@ -79,29 +87,63 @@ class EpisodeHost:
         self.shard = folder / options.run_id / f"host-{index}-{socket.gethostname()}-" \
                                                 f"{os.getpid()}.db"
         self.shard.parent.mkdir(parents=True, exist_ok=True)
-        anyio.run(_record_run, self.shard, options.run_id, agent, run_config, tasks)
+        _record_run(self.shard, options.run_id, agent, run_config, tasks)
+        self._inbox: Any = None
+        self._ready: anyio.Event | None = None
+        self._serving: Any = None
+        self.tune_gc = options.tune_gc
 
-    def where(self) -> dict[str, Any]:
+    async def where(self) -> dict[str, Any]:
         """This host's process, node and shard."""
         return {"index": self.index, "pid": os.getpid(), "host": socket.gethostname(),
                 "shard": str(self.shard)}
 
-    def run(self, jobs: list[JobKey]) -> tuple[list[EpisodeResult], bytes]:
+    async def run(self, jobs: list[JobKey]) -> tuple[list[EpisodeResult], bytes]:
         """Run a batch to the end; its results and its rows (an SQLite image)."""
-        from ..sim import run_jobs
+        if self._ready is None:
+            import asyncio
+
+            self._ready = anyio.Event()
+            send, self._inbox = anyio.create_memory_object_stream[Any](64)
+            self._send = send
+            # the serving task outlives this call (Ray gives no task group to start it in)
+            self._serving = asyncio.get_running_loop().create_task(self._serve())
+        await self._ready.wait()
+        slot: dict[str, Any] = {"done": anyio.Event()}
+        await self._send.send((jobs, slot))
+        await slot["done"].wait()
+        if "error" in slot:
+            raise slot["error"]
+        results: list[EpisodeResult] = slot["results"]
+        image = await anyio.to_thread.run_sync(self.rows, [r.episode_id for r in results])
+        return results, image
+
+    async def _serve(self) -> None:
+        from ..sim.runner import tuned_gc
         from ..store import EventStore
         from .run import _bus
 
-        async def go() -> list[EpisodeResult]:
-            async with _bus(self.config.bus) as bus, EventStore(self.shard) as store:
-                out = await run_jobs([(self.tasks[t], k, a) for t, k, a in jobs],
-                                     agent=self.make_agent, cast=self.make_cast, bus=bus,
-                                     store=store, options=self.options)
-                await store.flush()
-                return out
+        async with _bus(self.config.bus) as bus, EventStore(self.shard) as store:
+            assert self._ready is not None
+            self._ready.set()
+            with tuned_gc(self.tune_gc):
+                async with anyio.create_task_group() as tg:
+                    async for jobs, slot in self._inbox:
+                        tg.start_soon(self._batch, bus, store, jobs, slot)
 
-        results = anyio.run(go)
-        return results, self.rows([r.episode_id for r in results])
+    async def _batch(self, bus: Any, store: Any, jobs: list[JobKey],
+                     slot: dict[str, Any]) -> None:
+        from ..sim import run_jobs
+
+        try:
+            slot["results"] = await run_jobs(
+                [(self.tasks[t], k, a) for t, k, a in jobs], agent=self.make_agent,
+                cast=self.make_cast, bus=bus, store=store, options=self.options)
+            await store.flush()  # its rows are committed before they are read back
+        except Exception as exc:  # (the caller re-raises it: Ray reports it to the driver)
+            slot["error"] = exc
+        finally:
+            slot["done"].set()
 
     def rows(self, episode_ids: list[str]) -> bytes:
         """The shard's rows of these episodes (and of the run), as an SQLite image."""
@@ -126,21 +168,21 @@ class EpisodeHost:
             mem.close()
 
 
-async def _record_run(shard: Path, run_id: str, agent: str, run_config: str,
-                      tasks: list[Task]) -> None:
+def _record_run(shard: Path, run_id: str, agent: str, run_config: str,
+                tasks: list[Task]) -> None:
     """The run and its task specs in a host's shard too, so that it stands alone (regrade,
-    replay and eval read it as they read any store). (A function, not a method: Ray makes a
-    class with any coroutine method an async actor, whose methods cannot run an event loop
-    of their own.)"""
-    import json
+    replay and eval read it as they read any store)."""
+    from ..store._merge import connect_target
 
-    from ..store import EventStore
-
-    async with EventStore(shard) as store:
-        await store.create_run(run_id, agent, json.loads(run_config))
-        await store.save_tasks(run_id, [(t.id, t.family, list(t.capabilities),
-                                         t.model_dump_json()) for t in tasks])
-        await store.flush()
+    with connect_target(shard) as db:
+        db.execute("BEGIN")
+        db.execute("INSERT OR IGNORE INTO runs (run_id, created_at, status, agent, config) "
+                   "VALUES (?, ?, 'running', ?, ?)", (run_id, time.time(), agent, run_config))
+        db.executemany("INSERT OR IGNORE INTO tasks (run_id, task_id, family, capabilities, "
+                       "spec) VALUES (?, ?, ?, ?, ?)",
+                       [(run_id, t.id, t.family, json.dumps(list(t.capabilities)),
+                         t.model_dump_json()) for t in tasks])
+        db.execute("COMMIT")
 
 
 def connect(ray: Any, address: str) -> bool:
@@ -239,7 +281,10 @@ async def _dispatch(ray: Any, actors: list[Any], jobs: list[tuple[Task, int, int
     o = p.options
     queue: deque[JobKey] = deque((t.id, k, a) for t, k, a in jobs)
     first = {(t.id, k): a for t, k, a in jobs}
-    size = max(1, min(p.config.concurrency, math.ceil(len(jobs) / max(1, len(actors)) / 4)))
+    # batches of a quarter of a host's concurrency at most, so that as one batch ends the
+    # next starts while three still run: each host keeps about `concurrency` episodes going
+    size = max(1, min(math.ceil(p.config.concurrency / BATCHES),
+                      math.ceil(len(jobs) / max(1, len(actors)) / BATCHES)))
     live = dict(enumerate(actors))
     in_flight: dict[Any, tuple[int, list[JobKey]]] = {}
     results: list[EpisodeResult] = []
@@ -248,7 +293,10 @@ async def _dispatch(ray: Any, actors: list[Any], jobs: list[tuple[Task, int, int
 
     def fill() -> None:
         for i, a in live.items():
-            while queue and sum(1 for h, _ in in_flight.values() if h == i) < IN_FLIGHT:
+            while queue:
+                running = sum(len(b) for h, b in in_flight.values() if h == i)
+                if running and running + min(size, len(queue)) > p.config.concurrency:
+                    break
                 batch = [queue.popleft() for _ in range(min(size, len(queue)))]
                 in_flight[a.run.remote(batch)] = (i, batch)
 
