@@ -32,6 +32,7 @@ SKIP = [  # (pattern, why it is not run here)
 ]
 SMALLER = [  # (pattern, arguments appended: a later value of an option wins)
     (r"^coworkenv run .*--trials 100", ["--trials", "2"]),
+    (r"^coworkenv run .*--ray", ["--hosts", "1"]),  # (Ray on this machine: see concrete())
     (r"^coworkenv synth .*--n 1000", ["--n", "20"]),
     (r"^coworkenv synth .*--n 50", ["--n", "5"]),
     (r"^coworkenv train sft", ["--steps", "1"]),
@@ -102,6 +103,7 @@ class Walk:
             line = line.replace("--port 8000", f"--port {self.served}")
             line = line.replace("http://127.0.0.1:8000/v1", f"http://127.0.0.1:{self.served}/v1")
         line = line.replace("http://127.0.0.1:8000/v1", self.model_url)
+        line = line.replace("--ray HEAD:6379", "--ray auto")  # a new Ray on this machine
         if line.startswith("coworkenv serve-env"):
             self.env_port = _free_port()
             line = line.replace("--port 8100", f"--port {self.env_port}")
@@ -184,7 +186,7 @@ class Walk:
 def test_every_readme_command_is_covered() -> None:
     """A quick check of the rules alone: each placeholder the README uses is one the walk
     knows; nothing is left to guess."""
-    known = {"MODEL", "MODEL_B", "HOST", "RUN", "RUN_A", "RUN_B", "EPISODE_ID", "ID"}
+    known = {"MODEL", "MODEL_B", "HOST", "HEAD", "RUN", "RUN_A", "RUN_B", "EPISODE_ID", "ID"}
     for line in readme_commands():
         if any(re.search(p, line) for p, _ in SKIP):
             continue

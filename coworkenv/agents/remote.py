@@ -5,10 +5,26 @@ each envelope for the agent to the worker that holds the episode (a request on t
 replays the worker's answer, a list of actions, through its own context. The kernel waits for
 it like for any actor, so the clock and the event order are exactly those of a local run.
 
-Workers announce themselves with heartbeats on ``<prefix>/_workers/<id>``; the
-:class:`RemotePool` gives each new episode to the live worker with the fewest episodes. A
-worker whose heartbeats stop is lost: its episodes fail with a clear reason and, being
-retryable, run again as new attempts on another worker.
+Which parts are the broker's (MQTT 5, on Mosquitto) and which are ours:
+
+- *Handing out episodes* is the broker's: a new episode's claim goes to the shared
+  subscription ``$share/coworkenv-workers/<prefix>/+/+/agent/_claim``, which the broker gives
+  to one worker in turn; a worker with room answers with its id, a full one stays silent
+  and the claim goes out again. Ours: the episode then sticks to that worker (its agent's
+  state lives there), on the worker's own topic, by request and reply.
+- *A lost worker* is the broker's to tell: each worker's connection carries a last will on
+  ``<prefix>/_workers/<id>`` that the broker publishes the moment the connection drops
+  (a killed process, a cut network, a hung loop that stops its keepalives). Ours: heartbeats
+  on the same topic, which say that a worker exists at all (MQTT has no presence), its
+  capacity, and that it is still answering.
+- *Sessions* are the broker's: every client's session outlives a short drop (what was queued
+  for it arrives after the reconnect) and expires on the broker by itself when the client
+  never comes back. A claim queued for a worker that is gone is answered by no one and goes
+  out again.
+
+A lost worker's episodes fail with a clear reason and, being retryable, run again as new
+attempts on another worker. Over the memory bus (one process), the bus plays the broker's
+part for shared subscriptions.
 """
 
 from __future__ import annotations
@@ -31,6 +47,10 @@ from ..sim.task import Task
 from ..workspace import WorkspaceState
 
 HEARTBEAT_S = 1.0
+SHARE_GROUP = "coworkenv-workers"
+CLAIM_TIMEOUT_S = 2.0
+"""How long a claim waits for a worker's answer before it goes out again (to the next
+worker: a full one, or one that is gone, does not answer)."""
 
 
 @dataclass
@@ -51,6 +71,8 @@ class RemotePool:
         self.heartbeat_timeout = heartbeat_timeout
         self.wait_for_worker = wait_for_worker
         self.workers: dict[str, WorkerInfo] = {}
+        self.gone: dict[str, str] = {}
+        """Workers whose last will came: why each was lost."""
         self._changed = anyio.Event()
         self._tg: TaskGroup | None = None
 
@@ -72,7 +94,11 @@ class RemotePool:
             async for env in sub:
                 p = env.payload
                 w = self.workers.get(env.sender)
-                if p.get("stopping"):
+                if p.get("lost"):  # its last will, published by the broker
+                    self.gone[env.sender] = (f"remote worker {env.sender} lost: its "
+                                             "connection to the broker dropped (last will)")
+                    self.workers.pop(env.sender, None)
+                elif p.get("stopping"):
                     self.workers.pop(env.sender, None)
                 elif w is None:
                     self.workers[env.sender] = WorkerInfo(env.sender, str(p.get("policy")),
@@ -86,18 +112,37 @@ class RemotePool:
     def lost(self, worker_id: str) -> str | None:
         w = self.workers.get(worker_id)
         if w is None:
-            return f"remote worker {worker_id} stopped"
+            return self.gone.get(worker_id, f"remote worker {worker_id} stopped")
         quiet = time.monotonic() - w.last_seen
         if quiet > self.heartbeat_timeout:
             return f"remote worker {worker_id} lost (no heartbeat for {quiet:.1f}s)"
         return None
 
-    async def assign(self) -> WorkerInfo:
+    async def assign(self, run: str, episode: str, sim_time: float = 0.0) -> WorkerInfo:
+        """A worker for a new episode: the claim goes to the workers' shared subscription and
+        the broker hands it to one; the first to answer holds the episode. Claims go out
+        again while no worker answers (all full, or one just gone), as long as any is alive
+        (by its heartbeats); with none for ``wait_for_worker`` seconds, the episode fails."""
         deadline = time.monotonic() + self.wait_for_worker
         while True:
             live = [w for w in self.workers.values() if self.lost(w.worker_id) is None]
             if live:
-                w = min(live, key=lambda w: (w.episodes / max(1, w.capacity), w.worker_id))
+                deadline = time.monotonic() + self.wait_for_worker
+                # a new envelope each time: receivers drop an id they have seen
+                claim = Envelope(run=run, episode=episode,
+                                 topic=self.bus.topic(run, episode, "agent", "_claim"),
+                                 sender="kernel", kind="agent.claim", payload={},
+                                 sim_time=sim_time)
+                try:
+                    reply = await self.bus.request(claim, timeout=CLAIM_TIMEOUT_S)
+                except BusTimeoutError:
+                    continue  # nobody with room answered: claim again
+                wid = str(reply.payload.get("worker"))
+                w = self.workers.get(wid)
+                if w is None:  # (answered before its first heartbeat arrived here)
+                    w = self.workers[wid] = WorkerInfo(wid, str(reply.payload.get("policy")),
+                                                       int(reply.payload.get("capacity", 1)),
+                                                       time.monotonic())
                 w.episodes += 1
                 return w
             left = deadline - time.monotonic()
@@ -127,7 +172,8 @@ class RemoteAgentProxy(Actor):
 
     async def handle(self, envelope: Envelope, ctx: ActorContext) -> None:
         if self.worker is None:
-            self.worker = await self.pool.assign()
+            self.worker = await self.pool.assign(envelope.run, envelope.episode,
+                                                 envelope.sim_time)
         w = self.worker
         payload: dict[str, Any] = {"envelope": envelope.model_dump(mode="json")}
         if envelope.kind == "task":
@@ -208,15 +254,21 @@ class Worker:
         self.worker_id = worker_id or f"w-{new_id()[:10]}"
         self.heartbeat = heartbeat
         self.episodes: dict[str, tuple[Actor, ActorContext, _Collector]] = {}
+        self.claimed: dict[str, float] = {}
+        """Episodes claimed whose first request has not come yet (when claimed)."""
         self.handled = 0
         self._limit = anyio.Semaphore(capacity)
+        bus.set_last_will(self._presence(lost=True))  # (the bus is not open yet)
 
     async def serve(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
                     stop_after: float | None = None) -> None:
         topic = f"{self.bus.prefix}/+/+/agent/{self.worker_id}"
+        claims = f"$share/{SHARE_GROUP}/{self.bus.prefix}/+/+/agent/_claim"
         async with self.bus.subscribe(topic, max_buffer=4 * self.capacity) as sub, \
+                self.bus.subscribe(claims, max_buffer=4 * self.capacity) as claim_sub, \
                 anyio.create_task_group() as tg:
             tg.start_soon(self._beat, name=f"{self.worker_id}-heartbeat")
+            tg.start_soon(self._claims, claim_sub, name=f"{self.worker_id}-claims")
             await self._announce()
             task_status.started()
             with anyio.move_on_after(stop_after if stop_after is not None else float("inf")):
@@ -226,14 +278,33 @@ class Worker:
             tg.cancel_scope.cancel()
         await self._announce(stopping=True)
 
+    def _presence(self, *, stopping: bool = False, lost: bool = False) -> Envelope:
+        return Envelope(
+            run="_", episode="_", topic=f"{self.bus.prefix}/_workers/{self.worker_id}",
+            sender=self.worker_id, kind="worker.heartbeat",
+            payload={"policy": self.policy, "capacity": self.capacity,
+                     "active": len(self.episodes), "handled": self.handled,
+                     "stopping": stopping or lost, "lost": lost})
+
     async def _announce(self, *, stopping: bool = False) -> None:
         with contextlib.suppress(BusError):
-            await self.bus.publish(Envelope(
-                run="_", episode="_", topic=f"{self.bus.prefix}/_workers/{self.worker_id}",
-                sender=self.worker_id, kind="worker.heartbeat",
-                payload={"policy": self.policy, "capacity": self.capacity,
-                         "active": len(self.episodes), "handled": self.handled,
-                         "stopping": stopping}))
+            await self.bus.publish(self._presence(stopping=stopping))
+
+    async def _claims(self, sub: Any) -> None:
+        """Answer a claim while there is room (episodes held and claimed, below capacity);
+        stay silent when full, so that the claim goes to another worker."""
+        async for claim in sub:
+            now = time.monotonic()
+            for key, at in list(self.claimed.items()):
+                if now - at > 30.0:  # claimed, never started (its runner went elsewhere)
+                    del self.claimed[key]
+            if len(self.episodes) + len(self.claimed) >= self.capacity:
+                continue
+            self.claimed[f"{claim.run}/{claim.episode}"] = now
+            with contextlib.suppress(BusError):
+                await self.bus.reply(claim, sender=self.worker_id, kind="agent.claimed",
+                                     payload={"worker": self.worker_id, "policy": self.policy,
+                                              "capacity": self.capacity})
 
     async def _beat(self) -> None:
         while True:
@@ -246,6 +317,7 @@ class Worker:
             key = f"{env.run}/{env.episode}"
             setup = req.payload.get("setup")
             if setup is not None:
+                self.claimed.pop(key, None)
                 col = _Collector(datetime.fromisoformat(setup["start"]), setup["actors"],
                                  setup["person"])
                 ctx = ActorContext(col, "agent", setup["person"], int(setup["seed"]))

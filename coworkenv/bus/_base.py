@@ -45,6 +45,7 @@ class Bus(ABC):
         self._replies: dict[str, Envelope] = {}
         self._reply_sub: Subscription | None = None
         self._rejections = 0
+        self._turns: dict[str, int] = {}
         self._reject_watchers: dict[int, tuple[str, Callable[[str, str, dict[str, Any]], None]]] = {}
 
     # topics ------------------------------------------------------------------------------
@@ -61,7 +62,11 @@ class Bus(ABC):
 
     def subscribe(self, topic_filter: str, *, max_buffer: int = 1024
                   ) -> AbstractAsyncContextManager[Subscription]:
-        """``async with bus.subscribe("p/run/ep/#") as sub: async for env in sub: ...``"""
+        """``async with bus.subscribe("p/run/ep/#") as sub: async for env in sub: ...``
+
+        ``$share/GROUP/FILTER`` subscribes as a member of a shared group (MQTT 5): each
+        envelope matching FILTER goes to one member, across processes on MQTT (the broker
+        picks) and among this bus's own members."""
         return _SubscribeContext(self, topic_filter, max_buffer)
 
     async def flush(self) -> None:  # noqa: B027  (optional for backends with no window)
@@ -136,6 +141,12 @@ class Bus(ABC):
             if topic_matches(f, topic):
                 cb(topic, reason, detail)
 
+    def set_last_will(self, envelope: Envelope) -> None:  # noqa: B027  (MQTT only)
+        """An envelope that the broker publishes for this bus if its connection is lost
+        without a close (a killed process, a dropped network): MQTT's last will. Set before
+        the bus opens. The memory bus has no broker and ignores it (a process that dies takes
+        its subscribers with it)."""
+
     # lifecycle ---------------------------------------------------------------------------
     async def __aenter__(self) -> Bus:
         return self
@@ -174,8 +185,17 @@ class Bus(ABC):
             self._replies[env.correlation_id] = env
             self._pending[env.correlation_id].set()
             return
+        groups: dict[str, list[Subscription]] | None = None
         for sub in self._router.match(env.topic):
-            await sub._deliver(env)
+            if sub.share_group is None:
+                await sub._deliver(env)
+            else:
+                groups = groups or {}
+                groups.setdefault(sub.share_group, []).append(sub)
+        for group, members in (groups or {}).items():  # one member each, in turn
+            turn = self._turns.get(group, 0)
+            self._turns[group] = turn + 1
+            await members[turn % len(members)]._deliver(env)
 
 
 

@@ -76,8 +76,24 @@ def bus_key(required: bool = False) -> bytes:
     return _PROCESS_KEY
 
 
+SHARE = "$share/"
+
+
+def shared(topic_filter: str) -> tuple[str | None, str]:
+    """An MQTT 5 shared subscription ``$share/GROUP/FILTER`` as (group, filter); a plain
+    filter as (None, filter). Each message matching a group's filter goes to one member of
+    the group (the broker picks, in turn), not to all."""
+    if not topic_filter.startswith(SHARE):
+        return None, topic_filter
+    group, sep, rest = topic_filter[len(SHARE):].partition("/")
+    if not group or not sep or not rest or "+" in group or "#" in group:
+        raise ValueError(f"topic filter {topic_filter!r}: expected $share/GROUP/FILTER")
+    return group, rest
+
+
 def topic_matches(topic_filter: str, topic: str) -> bool:
     """MQTT wildcard matching: ``+`` is one level, ``#`` (last) is any number of levels."""
+    topic_filter = shared(topic_filter)[1]
     f = topic_filter.split("/")
     t = topic.split("/")
     for i, part in enumerate(f):
@@ -91,7 +107,7 @@ def topic_matches(topic_filter: str, topic: str) -> bool:
 
 
 def validate_filter(topic_filter: str) -> None:
-    parts = topic_filter.split("/")
+    parts = shared(topic_filter)[1].split("/")
     for i, p in enumerate(parts):
         if "#" in p and (p != "#" or i != len(parts) - 1):
             raise ValueError(f"topic filter {topic_filter!r}: '#' must be a whole last level")

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from ._envelope import Envelope, validate_filter
+from ._envelope import Envelope, shared, validate_filter
 from .errors import BusClosedError
 
 if TYPE_CHECKING:
@@ -43,6 +43,9 @@ class Subscription:
     def __init__(self, topic_filter: str, max_buffer: int,
                  on_close: Callable[[Subscription], Awaitable[None]]) -> None:
         self.topic_filter = topic_filter
+        self.share_group, self.match_filter = shared(topic_filter)
+        """A shared subscription's group (each envelope goes to one member), and the filter
+        that topics are matched against."""
         self.max_buffer = max_buffer
         self._send: MemoryObjectSendStream[Envelope]
         self._recv: MemoryObjectReceiveStream[Envelope]
@@ -141,7 +144,7 @@ class Router:
     def add(self, sub: Subscription) -> None:
         validate_filter(sub.topic_filter)
         node = self._root
-        for part in sub.topic_filter.split("/"):
+        for part in sub.match_filter.split("/"):
             node = node.children.setdefault(part, _Node())
         node.subs.append(sub)
         self.count += 1
@@ -149,7 +152,7 @@ class Router:
 
     def remove(self, sub: Subscription) -> None:
         path = [self._root]
-        for part in sub.topic_filter.split("/"):
+        for part in sub.match_filter.split("/"):
             nxt = path[-1].children.get(part)
             if nxt is None:
                 return
@@ -159,7 +162,7 @@ class Router:
             self.count -= 1
             self._cache.clear()
         # prune empty branches
-        parts = sub.topic_filter.split("/")
+        parts = sub.match_filter.split("/")
         for depth in range(len(parts), 0, -1):
             node = path[depth]
             if node.subs or node.children:

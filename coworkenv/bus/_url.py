@@ -1,4 +1,6 @@
-"""``--bus memory`` or ``--bus mqtt[s]://user:pass@host:port/prefix?qos=1&window=512``."""
+"""``--bus memory`` or ``--bus mqtt[s]://user:pass@host:port/prefix?qos=1&window=512``
+(options: qos, window, max_batch, client_id, reconnect_timeout, protocol (5, or 4 for MQTT
+3.1.1), session_expiry)."""
 
 from __future__ import annotations
 
@@ -25,7 +27,8 @@ def open_bus(url: str = "memory", *, prefix: str | None = None,
     from .mqtt import MqttBus
 
     q = {k: v[-1] for k, v in parse_qs(parts.query).items()}
-    allowed = {"qos", "window", "max_batch", "client_id", "reconnect_timeout"}
+    allowed = {"qos", "window", "max_batch", "client_id", "reconnect_timeout", "protocol",
+               "session_expiry"}
     if set(q) - allowed:
         raise BusURLError(f"bus {url!r}: unknown option(s) {sorted(set(q) - allowed)}; "
                           f"known: {sorted(allowed)}")
@@ -34,6 +37,8 @@ def open_bus(url: str = "memory", *, prefix: str | None = None,
         window = int(q.get("window", 4096))
         max_batch = int(q.get("max_batch", 256))
         reconnect = float(q.get("reconnect_timeout", 30))
+        protocol = int(q.get("protocol", 5))
+        expiry = int(q.get("session_expiry", 300))
         port = parts.port or (8883 if parts.scheme == "mqtts" else 1883)
     except ValueError as exc:
         raise BusURLError(f"bus {url!r}: {exc}") from None
@@ -47,6 +52,7 @@ def open_bus(url: str = "memory", *, prefix: str | None = None,
                        username=unquote(parts.username) if parts.username else None,
                        password=unquote(parts.password) if parts.password else None,
                        tls=parts.scheme == "mqtts", client_id=q.get("client_id"), qos=qos,
-                       window=window, max_batch=max_batch, reconnect_timeout=reconnect, key=key)
+                       window=window, max_batch=max_batch, reconnect_timeout=reconnect, key=key,
+                       protocol=protocol, session_expiry=expiry)
     except ValueError as exc:
         raise BusURLError(f"bus {url!r}: {exc}") from None

@@ -1,4 +1,11 @@
-"""The MQTT bus: aiomqtt against any MQTT 3.1.1/5 broker, with its own flow control.
+"""The MQTT bus: aiomqtt against any MQTT 5 broker (3.1.1 with ``protocol=4``), with its own
+flow control.
+
+What the broker does (MQTT 5), and so this code does not: handing each message of a shared
+subscription (``$share/GROUP/...``) to one member of the group; publishing a client's last
+will when its connection drops without a close (:meth:`Bus.set_last_will`); expiring the
+session of a client that never comes back (``session_expiry``), so a crashed run leaves
+nothing on the broker for long. What the code below does because MQTT does not:
 
 - QoS 1 by default; publishes run concurrently inside a bounded in-flight window (a slow or
   absent broker makes publishers wait once the window is full; nothing is dropped).
@@ -62,7 +69,8 @@ class MqttBus(Bus):
                  tls_context: ssl.SSLContext | None = None, client_id: str | None = None,
                  qos: int = 1, window: int = 4096, max_batch: int = 256,
                  reconnect_timeout: float = 30.0, persistent_session: bool = True,
-                 dedup_size: int = 200_000, key: bytes | None = None) -> None:
+                 dedup_size: int = 200_000, key: bytes | None = None, protocol: int = 5,
+                 session_expiry: int = 300) -> None:
         super().__init__(prefix)
         for name, value in (("window", window), ("max_batch", max_batch)):
             if value < 1:
@@ -72,6 +80,17 @@ class MqttBus(Bus):
                              f"{reconnect_timeout}")
         if qos not in (0, 1, 2):
             raise ValueError(f"qos: expected 0, 1 or 2, got {qos}")
+        if protocol not in (4, 5):
+            raise ValueError(f"protocol: expected 5 (MQTT 5) or 4 (MQTT 3.1.1), got {protocol}")
+        if session_expiry < 0:
+            raise ValueError(f"session_expiry: expected seconds (0 or more), got "
+                             f"{session_expiry}")
+        self.protocol = protocol
+        self.session_expiry = session_expiry
+        """MQTT 5: seconds the broker keeps this client's session (its subscriptions and the
+        messages queued for it) after the connection drops; a reconnect within it loses
+        nothing, and a client that never returns leaves nothing behind after it."""
+        self._will: Envelope | None = None
         self.key = key or bus_key()
         self.host, self.port = host, port
         self.username, self.password = username, password
@@ -103,6 +122,25 @@ class MqttBus(Bus):
 
     def __repr__(self) -> str:
         return f"MqttBus({self.host}:{self.port}, prefix={self.prefix!r})"
+
+    def set_last_will(self, envelope: Envelope) -> None:
+        self._will = envelope
+
+    def _client_options(self, *, clean: bool) -> dict[str, Any]:
+        """Connection options by protocol: MQTT 5 (clean start on the first connection only,
+        and a session expiry) or 3.1.1 (a clean or a persistent session)."""
+        will = None if self._will is None else aiomqtt.Will(
+            self._will.topic, self._will.signed_json(self.key), qos=1)
+        if self.protocol == 4:
+            return {"clean_session": clean, "will": will}
+        from paho.mqtt.client import MQTT_CLEAN_START_FIRST_ONLY
+        from paho.mqtt.packettypes import PacketTypes
+        from paho.mqtt.properties import Properties
+
+        props = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
+        props.SessionExpiryInterval = 0 if clean else self.session_expiry
+        return {"protocol": aiomqtt.ProtocolVersion.V5, "properties": props, "will": will,
+                "clean_start": True if clean else MQTT_CLEAN_START_FIRST_ONLY}
 
     # lifecycle ---------------------------------------------------------------------------
     async def __aenter__(self) -> MqttBus:
@@ -140,13 +178,15 @@ class MqttBus(Bus):
 
     async def _forget_session(self) -> None:
         """Connect once more with a clean session under the same client id, which makes the
-        broker drop the persistent one (MQTT 3.1.1 has no session expiry)."""
+        broker drop the persistent one at once (MQTT 5 would expire it only later; 3.1.1
+        never)."""
         try:
             with anyio.move_on_after(5):
                 async with aiomqtt.Client(self.host, self.port, username=self.username,
                                           password=self.password, identifier=self.client_id,
-                                          clean_session=True, tls_context=self.tls_context,
-                                          timeout=5, logger=_AIOMQTT_LOG):
+                                          tls_context=self.tls_context, timeout=5,
+                                          logger=_AIOMQTT_LOG,
+                                          **{**self._client_options(clean=True), "will": None}):
                     pass
         except aiomqtt.MqttError:
             pass  # the broker went away: it holds nothing of ours that matters now
@@ -163,8 +203,8 @@ class MqttBus(Bus):
             try:
                 async with aiomqtt.Client(
                     self.host, self.port, username=self.username, password=self.password,
-                    identifier=self.client_id, clean_session=not self.persistent_session,
-                    tls_context=self.tls_context, timeout=10, keepalive=15,
+                    identifier=self.client_id, tls_context=self.tls_context, timeout=10,
+                    keepalive=15, **self._client_options(clean=not self.persistent_session),
                     max_inflight_messages=max(20, self.window // max(1, self.max_batch) * 2),
                     logger=_AIOMQTT_LOG,
                 ) as client, anyio.create_task_group() as conn_tg:

@@ -412,8 +412,8 @@ def worker(
         raise fail(str(exc)) from None
 
     async def go() -> None:
-        async with b:
-            w = Worker(b, make, spec.kind, capacity=capacity, worker_id=worker_id)
+        w = Worker(b, make, spec.kind, capacity=capacity, worker_id=worker_id)  # (its will
+        async with b:  # is set before the bus connects)
             console.print(f"worker {w.worker_id} ({agent}) serving {bus}", highlight=False)
             sys.stdout.flush()
             await w.serve()

@@ -232,6 +232,10 @@ async def _drive(ray: Any, p: Prepared, shard_dir: str | None, on_done: OnDone |
 
     o = p.options
     tasks = {t.id: t for t in p.tasks}
+    cpus = int(ray.cluster_resources().get("CPU", 0))
+    if p.config.hosts is not None and p.config.hosts > cpus:
+        raise RunConfigError(f"hosts: {p.config.hosts} episode hosts take one CPU each, and the "
+                             f"Ray cluster ({p.config.ray}) has {cpus}; ask for at most {cpus}")
     lease = RunLease(p.db, o.run_id)
     async with stop.listening():
         async with EventStore(p.db) as store:
@@ -244,8 +248,7 @@ async def _drive(ray: Any, p: Prepared, shard_dir: str | None, on_done: OnDone |
             with connect_target(p.db) as db:
                 agent, config = db.execute("SELECT agent, config FROM runs WHERE run_id=?",
                                            (o.run_id,)).fetchone()
-                hosts = p.config.hosts or max(1, int(ray.cluster_resources().get("CPU", 1)))
-                hosts = max(1, min(hosts, len(jobs)))
+                hosts = max(1, min(p.config.hosts or cpus, len(jobs)))
                 actor = ray.remote(EpisodeHost).options(
                     num_cpus=1, max_restarts=MAX_RESTARTS, max_task_retries=0)
                 actors = [actor.remote(p.config, o, p.tasks, agent, config, i, shard_dir)

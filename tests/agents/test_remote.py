@@ -117,6 +117,8 @@ def test_killing_a_worker_mid_run_loses_no_episode(tmp_path: Path, prefix: str,
     # in-flight episodes of the dead worker failed with a reason, then ran again elsewhere
     assert reasons, "no episode was caught on the killed worker"
     assert all("remote worker wA" in r for r in reasons), reasons
+    # told by the broker (the worker's last will), not found out from missing heartbeats
+    assert any("last will" in r for r in reasons), reasons
 
 
 def test_remote_runs_need_a_shared_key_and_a_stranger_serves_nothing(

@@ -198,3 +198,33 @@ async def test_statistics(bus: Bus) -> None:
         assert stats.published >= 1
         assert [s.max_buffer for s in stats.subscriptions] == [7]
         assert stats.subscriptions[0].delivered == 1
+
+
+async def test_shared_subscription_gives_each_envelope_to_one_member(bus: Bus) -> None:
+    """``$share/GROUP/FILTER``: every envelope reaches exactly one member of the group (the
+    broker picks on MQTT), all of them reach a plain subscriber, and the members take turns."""
+    p = bus.prefix
+    group = f"$share/g{bus.bus_id}/{p}/+/+/agent/_claim"
+    async with bus.subscribe(group) as a, bus.subscribe(group) as b, \
+            bus.subscribe(f"{p}/+/+/agent/_claim") as everyone:
+        for i in range(20):
+            await bus.publish(env(bus, "agent", "_claim", episode=f"e{i}", i=i))
+        seen = await collect(everyone, 20)
+        got: list[int] = []
+        with anyio.fail_after(10):
+            while len(got) < 20:
+                for sub in (a, b):
+                    try:
+                        got.append(sub.receive_nowait().payload["i"])  # type: ignore[arg-type]
+                    except anyio.WouldBlock:
+                        await anyio.sleep(0.01)
+        assert sorted(got) == list(range(20)) == [e.payload["i"] for e in seen]
+        assert a.statistics().delivered > 0 and b.statistics().delivered > 0
+        await assert_nothing_more(a)
+        await assert_nothing_more(b)
+
+
+async def test_a_malformed_shared_filter_is_refused(bus: Bus) -> None:
+    with pytest.raises(ValueError, match=r"expected \$share/GROUP/FILTER"):
+        async with bus.subscribe("$share/onlygroup"):
+            pass

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -123,3 +125,47 @@ async def test_mosquitto_sub_reads_our_json_envelopes(broker: tuple[str, int]) -
             seen.append(e.payload["i"])
     assert seen == list(range(6))
     assert isinstance(json.loads(lines[-1].partition(" ")[2]), list)
+
+
+async def test_a_killed_client_s_last_will_is_published_by_the_broker(
+        own_broker: Broker) -> None:
+    """The will travels with the connection: the broker publishes it (signed, as any
+    envelope) when the client's connection drops without a close, and not on a close."""
+    watcher = MqttBus("127.0.0.1", own_broker.port, prefix="will", key=b"k")
+    will = Envelope(run="_", episode="_", topic="will/_workers/w1", sender="w1",
+                    kind="worker.heartbeat", payload={"lost": True})
+    code = (
+        "import anyio, os, sys\n"
+        "from coworkenv.bus import MqttBus, Envelope\n"
+        "async def main():\n"
+        f"    b = MqttBus('127.0.0.1', {own_broker.port}, prefix='will', key=b'k')\n"
+        f"    b.set_last_will(Envelope.model_validate_json({will.model_dump_json()!r}))\n"
+        "    async with b:\n"
+        "        print('up', flush=True)\n"
+        "        if sys.argv[1] == 'close':\n"
+        "            return\n"
+        "        await anyio.sleep(60)\n"
+        "anyio.run(main)\n")
+    async with watcher, watcher.subscribe("will/_workers/+") as sub:
+        for how in ("close", "kill"):
+            proc = await anyio.open_process([sys.executable, "-c", code, how],
+                                            env={**os.environ})
+            assert proc.stdout is not None
+            with anyio.fail_after(20):
+                assert b"up" in await proc.stdout.receive()
+            if how == "kill":
+                proc.kill()
+            with anyio.fail_after(20):
+                await proc.wait()
+            if how == "close":
+                await assert_no_will(sub)
+            else:
+                with anyio.fail_after(10):
+                    got = await sub.receive()
+                assert got.payload == {"lost": True} and got.sender == "w1"
+
+
+async def assert_no_will(sub) -> None:  # type: ignore[no-untyped-def]
+    with anyio.move_on_after(1.0):
+        extra = await sub.receive()
+        pytest.fail(f"a will after a clean close: {extra}")
