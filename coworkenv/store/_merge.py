@@ -6,7 +6,8 @@ The rules, per episode id:
 - not in the target: copied whole (its row, events, projection, check results, grade);
 - in the target with the same events (hash and count): nothing to do, so merging the same
   shard twice changes nothing;
-- in the target unfinished (``running`` or ``aborted``: a crash left it) and final in the
+- in the target unfinished (``running`` or ``aborted``: a crash left it), or recorded there
+  as lost with no events (a Ray host died before its batch came back), and final in the
   shard: the shard's copy replaces it; final in the target and unfinished in the shard: the
   target keeps its own;
 - final in both with different events: refused (:class:`MergeConflictError`), as is any
@@ -267,15 +268,15 @@ def _plan_episodes(src: sqlite3.Connection, dst: sqlite3.Connection, where: str,
     plan = []
     for row in src.execute(f"SELECT {_EPISODE_COLS} FROM episodes ORDER BY episode_id"):
         eid, status, count, digest = row[0], row[9], row[18], row[19]
-        have = dst.execute("SELECT status, event_count, events_hash FROM episodes "
-                           "WHERE episode_id=?", (eid,)).fetchone()
+        have = dst.execute("SELECT status, event_count, events_hash, failure_boundary "
+                           "FROM episodes WHERE episode_id=?", (eid,)).fetchone()
         if have is None:
             plan.append(("add", row))
         elif (have[0], have[1], have[2]) == (status, count, digest):
             plan.append(("same", row))
         elif status not in FINAL:
             plan.append(("kept", row))
-        elif have[0] not in FINAL:
+        elif have[0] not in FINAL or (have[3] == "runtime" and not have[1]):
             plan.append(("replace", row))
         else:
             raise MergeConflictError(

@@ -14,7 +14,7 @@ import pytest
 
 from coworkenv.runtime import RunConfig, run
 from coworkenv.sim import RunConfigError
-from coworkenv.store import Reader
+from coworkenv.store import Reader, merge_stores
 
 ray = pytest.importorskip("ray", reason="the Ray extra: pip install 'coworkenv[ray]'")
 
@@ -122,6 +122,12 @@ def test_a_killed_host_loses_no_episode(cluster: str, one_process: Path,
     theirs = _pairs(one_process, "r")
     assert {k: f[0][1] for k, f in finals.items()} == {k: v[0][1] for k, v in theirs.items()}
     assert result.overall["episodes"] == 400
+    # every shard, the dead host's included, merges into the run's store without a conflict:
+    # an attempt recorded as lost that its host had finished is replaced by its copy
+    stats = merge_stores([tmp_path / "shards" / "r"], db)
+    assert stats.episodes_added == 0 and stats.shards >= 3
+    with Reader(db) as r:
+        assert len(r.scheduled_episodes("r")) == 400
 
 
 def test_ray_options_are_checked_before_anything_runs(tmp_path: Path) -> None:
