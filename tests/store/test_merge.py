@@ -8,6 +8,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -211,3 +212,41 @@ def test_shard_readers_refuse_what_they_cannot_read(shards: list[Path],
     p = subprocess.run([sys.executable, "-m", "coworkenv.cli", "merge", str(shards[0]),
                         "--into", str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert p.returncode == 2 and "is a folder" in p.stderr
+
+
+def test_view_and_regrade_read_shards_together(shards: list[Path], tmp_path: Path) -> None:
+    """The viewer serves several shards as one store (read-only); regrade grades each
+    shard's episodes in their own shard."""
+    import urllib.request
+
+    from coworkenv.viewer import ViewerServer
+
+    copies = []
+    for f in shards:  # (regrade writes grades: on copies, not the module's shards)
+        copies.append(tmp_path / f.name)
+        shutil.copy(f, copies[-1])
+    server = ViewerServer(copies, "127.0.0.1", 0)
+    thread = server.serve_in_thread()
+    try:
+        base = f"http://127.0.0.1:{server.server_address[1]}"
+        for _ in range(100):
+            try:
+                runs = json.loads(urllib.request.urlopen(base + "/api/runs", timeout=2).read())
+                break
+            except OSError:
+                time.sleep(0.1)
+        assert [r["run_id"] for r in runs] == ["ra", "rb"]
+        page = json.loads(urllib.request.urlopen(base + "/api/episodes?limit=500",
+                                                 timeout=5).read())
+        assert page["total"] == len(_episodes(copies)) == len(page["items"])
+    finally:
+        server.shutdown()
+        thread.join(10)
+        server.server_close()
+    before = {f: _counts(f) for f in copies}
+    p = subprocess.run([sys.executable, "-m", "coworkenv.cli", "regrade", "--db", str(copies[0]),
+                        "--db", str(copies[1])], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    total = sum(1 for s, _, _ in _episodes(copies).values() if s == "completed")
+    assert f"regraded {total} episode(s): 0 changed" in p.stdout
+    assert {f: _counts(f) for f in copies} == before  # each grade rewritten in its own shard
