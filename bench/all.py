@@ -23,8 +23,10 @@ HERE = Path(__file__).resolve().parent
 
 QUICK: dict[str, list[str]] = {
     "store": ["--events", "2000", "--repeats", "1"],
-    "bus": ["--messages", "2000", "--mqtt-messages", "200", "--repeats", "1"],
-    "episodes": ["--trials", "1", "--episodes", "20", "--steps", "10", "--repeats", "1"],
+    "bus": ["--messages", "2000", "--mqtt-messages", "200", "--repeats", "1", "--episodes",
+            "20", "--turns", "5"],
+    "episodes": ["--trials", "1", "--episodes", "20", "--steps", "10", "--repeats", "1",
+                 "--lengths", "5,10", "--marginal-episodes", "5"],
     "replay": ["--episodes", "40", "--steps", "10"],
     "grading": ["--synth", "3", "--repeats", "1"],
     "synth": ["--tasks", "5", "--repeats", "1"],

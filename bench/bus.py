@@ -1,9 +1,15 @@
-"""Bus benchmark, measured in one run, side by side.
+"""Bus benchmark, measured in one run, side by side. Every side builds (and, over MQTT,
+serialises) each message inside its timed loop.
 
 - memory bus publish->deliver messages/s and p50/p99 latency, next to a raw asyncio.Queue
   round trip (the in-process limit);
-- MQTT backend messages/s and p50/p99 through the broker, next to raw aiomqtt publishing one
-  awaited QoS 1 message at a time; every message must arrive (lost counts are reported).
+- MQTT backend messages/s and p50/p99 through the broker, next to raw aiomqtt publishing
+  QoS 1 envelopes two ways: one awaited at a time, and with as many PUBACKs outstanding as
+  the bus's own window (the fair baseline for a bus that publishes concurrently); every
+  message must arrive (lost counts are reported);
+- episode-shaped traffic: N episodes at once, each with one message in flight (a request and
+  its reply, ``Bus.request``/``Bus.reply``, as a remote agent's turns go), over the memory bus
+  and over MQTT: round trips/s, and the round trip's p50/p99.
 
 Broker: COWORKENV_TEST_BROKER (default 127.0.0.1:1883). Prints one JSON object.
 """
@@ -13,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import os
 import statistics
 import sys
@@ -60,8 +67,7 @@ async def through_bus(pub: Bus, n: int, *, flush: bool, sub_bus: Bus | None = No
     """Publish ``n`` envelopes on ``pub``; receive them on ``sub_bus`` (default: the same bus)."""
     sub_bus = sub_bus or pub
     lat: list[float] = []
-    envs = [Envelope(run="r", episode="e", topic=pub.topic("r", "e", "agent"), sender="bench",
-                     kind="message", payload={"i": i}) for i in range(n)]
+    topic = pub.topic("r", "e", "agent")
     async with sub_bus.subscribe(sub_bus.episode_filter("r", "e"), max_buffer=buffer) as sub:
         done = anyio.Event()
 
@@ -75,9 +81,10 @@ async def through_bus(pub: Bus, n: int, *, flush: bool, sub_bus: Bus | None = No
         async with anyio.create_task_group() as tg:
             tg.start_soon(consume)
             t0 = time.perf_counter()
-            for e in envs:
-                e.payload["t"] = time.perf_counter()
-                await pub.publish(e)
+            for i in range(n):  # (built inside the timed loop, as the baselines build theirs)
+                await pub.publish(Envelope(run="r", episode="e", topic=topic, sender="bench",
+                                           kind="message",
+                                           payload={"i": i, "t": time.perf_counter()}))
             if flush:
                 await pub.flush()
             with anyio.move_on_after(60):
@@ -87,12 +94,20 @@ async def through_bus(pub: Bus, n: int, *, flush: bool, sub_bus: Bus | None = No
     return summary(n, seconds, lat, len(lat))
 
 
-async def raw_aiomqtt(host: str, port: int, n: int) -> dict[str, Any]:
+async def raw_aiomqtt(host: str, port: int, n: int, window: int = 1) -> dict[str, Any]:
+    """Raw aiomqtt: each envelope built and serialised in the loop, published at QoS 1 with
+    up to ``window`` PUBACKs outstanding (1: one awaited at a time)."""
     topic = f"bench-raw-{new_id()[:8]}/r/e/agent"
     lat: list[float] = []
-    async with aiomqtt.Client(host, port) as sub, aiomqtt.Client(host, port) as pub:
+    quiet = logging.getLogger("bench.raw-aiomqtt")  # (it warns of many pending publishes)
+    quiet.setLevel(logging.ERROR)
+    async with aiomqtt.Client(host, port, max_inflight_messages=max(20, window),
+                              logger=quiet) as sub, \
+            aiomqtt.Client(host, port, max_inflight_messages=max(20, window),
+                           logger=quiet) as pub:
         await sub.subscribe(topic, qos=1)
         done = anyio.Event()
+        room = anyio.Semaphore(window)
 
         async def consume() -> None:
             async for m in sub.messages:
@@ -103,13 +118,21 @@ async def raw_aiomqtt(host: str, port: int, n: int) -> dict[str, Any]:
                     done.set()
                     return
 
+        async def send(data: bytes) -> None:
+            try:
+                await pub.publish(topic, data, qos=1)
+            finally:
+                room.release()
+
         async with anyio.create_task_group() as tg:
             tg.start_soon(consume)
             t0 = time.perf_counter()
-            for i in range(n):
-                e = Envelope(run="r", episode="e", topic=topic, sender="bench", kind="message",
-                             payload={"i": i, "t": time.perf_counter()})
-                await pub.publish(topic, e.model_dump_json().encode(), qos=1)
+            async with anyio.create_task_group() as sends:
+                for i in range(n):
+                    e = Envelope(run="r", episode="e", topic=topic, sender="bench",
+                                 kind="message", payload={"i": i, "t": time.perf_counter()})
+                    await room.acquire()
+                    sends.start_soon(send, e.model_dump_json().encode())
             with anyio.move_on_after(60):
                 await done.wait()
             seconds = time.perf_counter() - t0
@@ -117,11 +140,53 @@ async def raw_aiomqtt(host: str, port: int, n: int) -> dict[str, Any]:
     return summary(n, seconds, lat, len(lat))
 
 
+async def episodes(requester: Bus, responder: Bus, n: int, turns: int) -> dict[str, Any]:
+    """``n`` episodes at once, each ``turns`` requests one after another (one message in
+    flight per episode), answered by a responder on its own bus connection."""
+    lat: list[float] = []
+    served = responder.subscribe(f"{responder.prefix}/+/+/service", max_buffer=4 * n)
+    async with served as sub, anyio.create_task_group() as tg:
+        async def serve() -> None:
+            async for req in sub:
+                await responder.reply(req, sender="service", kind="message",
+                                      payload={"i": req.payload["i"]})
+
+        async def episode(k: int) -> None:
+            for i in range(turns):
+                t = time.perf_counter()
+                await requester.request(Envelope(
+                    run="r", episode=f"e{k}", topic=requester.topic("r", f"e{k}", "service"),
+                    sender="agent", kind="message", payload={"i": i}), timeout=60)
+                lat.append(time.perf_counter() - t)
+
+        tg.start_soon(serve)
+        t0 = time.perf_counter()
+        async with anyio.create_task_group() as eps:
+            for k in range(n):
+                eps.start_soon(episode, k)
+        seconds = time.perf_counter() - t0
+        tg.cancel_scope.cancel()
+    return {"episodes": n, "round_trips_per_s": round(n * turns / seconds),
+            "round_trip_p50_us": round(pct(lat, 0.5), 1),
+            "round_trip_p99_us": round(pct(lat, 0.99), 1)}
+
+
 async def mqtt_bus(host: str, port: int, n: int) -> dict[str, Any]:
     prefix = f"bench-{new_id()[:8]}"
     async with MqttBus(host, port, prefix=prefix) as pub, \
             MqttBus(host, port, prefix=prefix) as sub_bus:
         return await through_bus(pub, n, flush=True, sub_bus=sub_bus, buffer=n)
+
+
+async def episodes_memory(n: int, turns: int) -> dict[str, Any]:
+    async with MemoryBus("bench-ep") as bus:
+        return await episodes(bus, bus, n, turns)
+
+
+async def episodes_mqtt(host: str, port: int, n: int, turns: int) -> dict[str, Any]:
+    prefix = f"bench-ep-{new_id()[:8]}"
+    async with MqttBus(host, port, prefix=prefix) as a, MqttBus(host, port, prefix=prefix) as b:
+        return await episodes(a, b, n, turns)
 
 
 def median_of(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -134,28 +199,43 @@ async def main() -> None:
     ap.add_argument("--mqtt-messages", type=int, default=5_000)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--no-mqtt", action="store_true")
+    ap.add_argument("--episodes", type=int, default=100,
+                    help="episodes at once for the episode-shaped test")
+    ap.add_argument("--turns", type=int, default=20, help="round trips per episode")
     args = ap.parse_args()
     host, _, port = os.environ.get("COWORKENV_TEST_BROKER", "127.0.0.1:1883").partition(":")
-    raw, mem, rawm, mq = [], [], [], []
+    raw, mem, rawm, raww, mq, epm, epq = [], [], [], [], [], [], []
+    window = MqttBus("127.0.0.1").window  # (the bus's default window, for the baseline)
     for _ in range(args.repeats):  # interleaved, so machine noise hits every variant alike
         raw.append(await raw_queue(args.messages))
         async with MemoryBus("bench") as bus:
             mem.append(await through_bus(bus, args.messages, flush=False))
+        epm.append(await episodes_memory(args.episodes, args.turns))
         if not args.no_mqtt:
-            rawm.append(await raw_aiomqtt(host, int(port or 1883), args.mqtt_messages))
-            mq.append(await mqtt_bus(host, int(port or 1883), args.mqtt_messages))
+            p = int(port or 1883)
+            rawm.append(await raw_aiomqtt(host, p, args.mqtt_messages))
+            raww.append(await raw_aiomqtt(host, p, args.mqtt_messages, window))
+            mq.append(await mqtt_bus(host, p, args.mqtt_messages))
+            epq.append(await episodes_mqtt(host, p, args.episodes, args.turns))
     out: dict[str, Any] = {
         "repeats": args.repeats,
         "raw_asyncio_queue": median_of(raw),
         "memory_bus": median_of(mem),
         "memory_vs_raw_queue": round(median_of(mem)["messages_per_s"]
                                      / median_of(raw)["messages_per_s"], 3),
+        "episodes_memory_bus": median_of(epm),
     }
     if not args.no_mqtt:
         out["raw_aiomqtt_sequential_qos1"] = median_of(rawm)
+        out[f"raw_aiomqtt_window_{window}_qos1"] = median_of(raww)
         out["mqtt_bus_qos1"] = median_of(mq)
         out["mqtt_bus_vs_raw_sequential"] = round(median_of(mq)["messages_per_s"]
                                                   / median_of(rawm)["messages_per_s"], 2)
+        out["mqtt_bus_vs_raw_window"] = round(median_of(mq)["messages_per_s"]
+                                              / median_of(raww)["messages_per_s"], 2)
+        out["episodes_mqtt_bus"] = median_of(epq)
+        out["episodes_mqtt_vs_memory"] = round(median_of(epq)["round_trips_per_s"]
+                                               / median_of(epm)["round_trips_per_s"], 3)
     print(json.dumps(out, indent=2))
 
 

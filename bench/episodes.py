@@ -3,13 +3,16 @@
 (a) On one core: scripted episodes per second and agent steps per second (the built-in tasks
     with the oracle agent, memory bus, a SQLite file; everything an episode costs, setup,
     coworkers, grading and recording included, divided by its agent steps), and the marginal
-    simulator overhead per agent step (bus + tool + store + kernel), measured with a stub
-    agent that decides instantly over long episodes.
-(b) Concurrency efficiency: a stub agent that takes 50 ms of real time per decision (then
-    calls a cheap tool), N concurrent episodes; achieved steps/s as a fraction of the ideal
-    N / 0.05 s, measured while all N episodes run together (from the last episode's start to
-    the first one's finish, from the wall-clock stamps in the store); the whole run, setting up
-    and winding down N episodes included, is reported beside it. Reported for one process
+    cost of one more agent step (bus + tool + reducer + notifications + store + kernel): the
+    slope of wall time per episode regressed on episode length (``--lengths``), with the load
+    agent's office mix (three writes that notify someone, two reads per five calls), with
+    no think time; the intercept is what an episode costs whatever its length.
+(b) Concurrency efficiency: the load agent taking 50 ms of real time per decision (then the
+    next call of the same mix), N concurrent episodes; achieved steps/s as a fraction of the
+    ideal N / 0.05 s, measured while all N episodes run together (from the last episode's
+    start to the first one's finish, from the wall-clock stamps in the store; null, not 0,
+    when there is no such stretch); the whole run, setting up and winding down N episodes
+    included, is reported beside it. Reported for one process
     pinned to one core, one process on all cores (the store's writer thread free to use
     another), the same with the garbage collector left at Python's defaults (what
     ``RunOptions.tune_gc`` saves), and N episodes spread over one process per core
@@ -33,33 +36,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-import anyio
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from coworkenv.bus import Envelope
+from coworkenv.agents import LoadAgent
 from coworkenv.runtime import RunConfig, run
-from coworkenv.sim import Actor, ActorContext, Task, builtin_tasks
+from coworkenv.sim import Task, builtin_tasks
 
 
-class StubAgent(Actor):
-    """Thinks for ``think`` seconds of real time per decision, then lists its mail."""
-
-    role = "agent"
-
-    def __init__(self, steps: int, think: float) -> None:
-        self.left = steps
-        self.think = think
-
-    async def handle(self, envelope: Envelope, ctx: ActorContext) -> None:
-        if envelope.kind not in ("task", "tool_result"):
-            return
-        await anyio.sleep(self.think)
-        if self.left == 0:
-            ctx.finish("done")
-            return
-        self.left -= 1
-        ctx.call_tool("email_list", {"limit": 5})
+def _load(task: Task, steps: int, think: float) -> Any:
+    """The load agent's factory: ``steps`` calls of the task's office mix (three writes that
+    notify someone, two reads), ``think`` seconds before each decision."""
+    return lambda t: LoadAgent.for_task(task, steps, think)
 
 
 def _run(tasks: list[Task], agent: Any, concurrency: int, trials: int, db: Path,
@@ -82,45 +69,68 @@ def scripted(trials: int, d: Path) -> dict[str, Any]:
             "all_in_cost_per_agent_step_us": wall / steps * 1e6}
 
 
-def marginal(episodes: int, steps: int, d: Path) -> dict[str, Any]:
+def _long(steps: int) -> Task:
     task = next(t for t in builtin_tasks() if t.id == "share-onboarding")
-    task = task.model_copy(update={"limits": task.limits.model_copy(update={"max_turns": steps + 1})})
-    wall, results = _run([task], lambda t: StubAgent(steps, 0.0), episodes, episodes,
-                         d / "m.db")
-    decisions = sum(r.turns for r in results)
-    return {"episodes": episodes, "decisions": decisions,
-            "overhead_per_agent_step_us": wall / decisions * 1e6}
+    return task.model_copy(update={"limits": task.limits.model_copy(
+        update={"max_turns": steps + 1})})
 
 
-def steady_state(db: Path) -> tuple[float, int]:
+def marginal(episodes: int, lengths: list[int], d: Path) -> dict[str, Any]:
+    """The cost of one more agent step: episodes of several lengths (decisions each), the
+    office mix of writes and reads, no think time, all in one process; wall time per
+    episode regressed on its length. The slope is the marginal cost of a step (the tool call,
+    its events, notifications, the kernel and the store); the intercept, what an episode
+    costs whatever its length (setup, seeds, grading)."""
+    xs, ys = [], []
+    for n in lengths:
+        task = _long(n)
+        wall, results = _run([task], _load(task, n, 0.0), episodes, episodes,
+                             d / f"m{n}-{time.time_ns()}.db")
+        xs.append(statistics.mean(r.turns for r in results))
+        ys.append(wall / len(results))
+    slope, intercept = statistics.linear_regression(xs, ys)
+    fit = [intercept + slope * x for x in xs]
+    ss_res = sum((y - f) ** 2 for y, f in zip(ys, fit, strict=True))
+    ss_tot = sum((y - statistics.mean(ys)) ** 2 for y in ys) or 1e-30
+    return {"episodes_per_length": episodes, "agent_steps_per_episode": xs,
+            "wall_per_episode_ms": [y * 1e3 for y in ys],
+            "marginal_per_agent_step_us": slope * 1e6,
+            "per_episode_fixed_ms": intercept * 1e3, "r2": 1 - ss_res / ss_tot}
+
+
+def steady_state(db: Path) -> tuple[float, int] | None:
     """The stretch of a run in which every episode was running (from the last start to the
-    first finish), and the agent decisions recorded in it, read from the store."""
+    first finish), and the agent decisions recorded in it, read from the store; None when
+    there is no such stretch (the last episode started after the first finished)."""
     with sqlite3.connect(db) as c:
         lo, hi = c.execute("SELECT max(started_at), min(finished_at) FROM episodes").fetchone()
+        if hi <= lo:
+            return None
         (k,) = c.execute("SELECT count(*) FROM events WHERE actor = 'agent' AND kind IN "
                          "('tool_call', 'finish') AND wall_time BETWEEN ? AND ?",
                          (lo, hi)).fetchone()
-    return max(hi - lo, 1e-9), int(k)
+    return hi - lo, int(k)
 
 
 def concurrent(n: int, steps: int, think: float, d: Path, processes: int = 1,
                tune_gc: bool = True) -> dict[str, Any]:
-    task = next(t for t in builtin_tasks() if t.id == "share-onboarding")
-    task = task.model_copy(update={"limits": task.limits.model_copy(
-        update={"max_turns": steps + 1})})
+    task = _long(steps)
     db = d / f"c{time.time_ns()}.db"
     # the same n episodes at once, in one process or spread over processes on one SQLite file
-    wall, results = _run([task], lambda t: StubAgent(steps, think), -(-n // processes), n, db,
+    wall, results = _run([task], _load(task, steps, think), -(-n // processes), n, db,
                          tune_gc, processes)
     done = sum(r.turns for r in results)  # tool calls + the finish
     decisions = done  # each turn is preceded by one think
     ideal = n / think
-    window, in_window = steady_state(db)
+    steady = steady_state(db)
+    window, in_window = steady if steady is not None else (None, 0)
     return {"concurrent_episodes": n, "processes": processes, "decisions": decisions,
             "wall_s": wall, "ideal_steps_per_s": ideal,
             # all n episodes running at once: the throughput the target is about
-            "steady_window_s": window, "steady_steps_per_s": in_window / window,
-            "efficiency": in_window / window / ideal,
+            # None (not 0) when no stretch had every episode running: raise --steps
+            "steady_window_s": window,
+            "steady_steps_per_s": in_window / window if window else None,
+            "efficiency": in_window / window / ideal if window else None,
             # the whole run, start-up (setting up n episodes) and wind-down included
             "whole_run_steps_per_s": decisions / wall,
             "whole_run_efficiency": decisions / wall / ideal}
@@ -167,6 +177,11 @@ def main() -> None:
                          "together for a few seconds")
     ap.add_argument("--think", type=float, default=0.05, help="seconds per decision for (b)")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--lengths", type=lambda v: [int(x) for x in v.split(",")],
+                    default=[10, 40, 80, 160],
+                    help="episode lengths (decisions) for the marginal cost's regression")
+    ap.add_argument("--marginal-episodes", type=int, default=50,
+                    help="episodes of each length for the marginal cost")
     args = ap.parse_args()
     if args.agent == "openai":
         with tempfile.TemporaryDirectory() as tmp:
@@ -186,7 +201,7 @@ def main() -> None:
             d.mkdir()
             pin(True)
             a_runs.append(scripted(args.trials, d))
-            m_runs.append(marginal(100, 38, d))
+            m_runs.append(marginal(args.marginal_episodes, args.lengths, d))
             b1_runs.append(concurrent(args.episodes, args.steps, args.think, d))
             pin(False)
             b2_runs.append(concurrent(args.episodes, args.steps, args.think, d))
@@ -195,7 +210,13 @@ def main() -> None:
                                       processes=max(1, len(cores))))
 
     def med(runs: list[dict[str, Any]]) -> dict[str, Any]:
-        return {k: round(statistics.median(r[k] for r in runs), 3) for k in runs[0]}
+        """Medians of numbers; lists and missing values (None) as the first run has them
+        beside the median of those that have one."""
+        out: dict[str, Any] = {}
+        for k in runs[0]:
+            vals = [r[k] for r in runs if isinstance(r[k], (int, float))]
+            out[k] = round(statistics.median(vals), 3) if vals else runs[0][k]
+        return out
 
     print(json.dumps({"repeats": args.repeats, "scripted_one_core": med(a_runs),
                       "marginal_step_one_core": med(m_runs),

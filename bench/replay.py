@@ -1,8 +1,11 @@
 """Replay and viewer benchmark on a large log.
 
-Builds a database of 10,000 scripted episodes (about a million events: a stub agent making
-about 50 tool calls per episode, plus the built-in tasks' own traffic), then reports, as JSON:
-replay events/s (read back and folded into a workspace), and the time to open the episode list
+Builds a database of 10,000 scripted episodes (about a million events: the load agent making
+about 50 tool calls per episode, its office mix of three writes that notify someone to two
+reads, plus the built-in tasks' own traffic), then reports, as JSON: replay events/s (read
+back and folded into a workspace), with the share of the replayed events that change the
+workspace (``ws.*``: seeds and the agent's writes) and the rate of those alone, and the time to
+open the episode list
 and one episode's timeline through the viewer's API, each the median over 20 requests (a new
 read-only connection per request, as the server does). Target: list and timeline < 200 ms.
 """
@@ -21,7 +24,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.episodes import StubAgent
+from coworkenv.agents import LoadAgent
 from coworkenv.runtime import RunConfig, run
 from coworkenv.sim import builtin_tasks
 from coworkenv.store import Reader
@@ -35,7 +38,7 @@ def build(db: Path, episodes: int, steps: int) -> float:
     trials = max(1, episodes // len(tasks))
 
     t0 = time.perf_counter()
-    run(RunConfig(tasks, agent=lambda t: StubAgent(steps, 0.0), agent_name="stub", db=db,
+    run(RunConfig(tasks, agent=lambda t: LoadAgent.for_task(t, steps), agent_name="load", db=db,
                   run_id="big", trials=trials, concurrency=256, role="student"))
     return time.perf_counter() - t0
 
@@ -65,13 +68,15 @@ def main() -> None:
         rng = random.Random(7)
         sample = rng.sample(ids, min(200, len(ids)))
         t0 = time.perf_counter()
-        replayed = 0
+        replayed = changing = 0
         with Reader(db) as r:
             for eid in sample:
                 evs = list(r.events(eid))
                 replay_events(evs)
                 replayed += len(evs)
-        replay_rate = replayed / (time.perf_counter() - t0)
+                changing += sum(1 for e in evs if e.kind.startswith("ws."))
+        replay_s = time.perf_counter() - t0
+        replay_rate = replayed / replay_s
 
         def with_reader(fn: Any) -> Any:
             def call() -> Any:
@@ -85,6 +90,8 @@ def main() -> None:
             "events": n_events,
             "build_s": round(build_s, 1),
             "replay_events_per_s": round(replay_rate),
+            "replayed_changing_state_share": round(changing / replayed, 3),
+            "replay_state_changes_per_s": round(changing / replay_s),
             "list_first_page_ms": round(timed(with_reader(lambda r: api.episodes(r))), 2),
             "list_deep_page_ms": round(timed(with_reader(
                 lambda r: api.episodes(r, offset=n_eps - 60))), 2),

@@ -42,13 +42,15 @@ SMALLER = [  # (pattern, arguments appended: a later value of an option wins)
                                                "--max-tokens", "32"]),
     (r"^python bench/store\.py", ["--events", "2000", "--repeats", "1"]),
     (r"^python bench/bus\.py", ["--messages", "2000", "--mqtt-messages", "200",
-                                "--repeats", "1"]),
+                                "--repeats", "1", "--episodes", "20", "--turns", "5"]),
     (r"^python bench/episodes\.py", ["--trials", "1", "--episodes", "20", "--steps", "10",
-                                     "--think", "0.001", "--repeats", "1"]),
+                                     "--think", "0.001", "--repeats", "1", "--lengths",
+                                     "5,10", "--marginal-episodes", "5"]),
     (r"^python bench/replay\.py", ["--episodes", "40", "--steps", "10"]),
     (r"^python bench/grading\.py", ["--synth", "3", "--repeats", "1"]),
     (r"^python bench/synth\.py", ["--tasks", "5", "--repeats", "1"]),
     (r"^python bench/sessions\.py", ["--sessions", "8", "--steps", "4"]),
+    (r"^python bench/scale\.py", ["--quick"]),
     (r"^python bench/all\.py", ["--quick", "--only", "store"]),  # (each runs above)
 ]
 READY = {  # a background command (`... &`) is ready when its output holds this

@@ -11,11 +11,12 @@ from .factory import (
     parse_agent,
     scripted_cast,
 )
+from .load import LoadAgent, office_mix
 from .openai_agent import Endpoint, OpenAIAgent
 from .oracle import NoopAgent, OracleAgent
 from .persona import LLMPerson
 from .scripted import ScriptedPerson
 
 __all__ = ["AGENT_SPECS", "AgentFactory", "AgentSpec", "CastFactory", "Endpoint", "LLMPerson",
-           "NoopAgent", "OpenAIAgent", "OracleAgent", "ScriptedPerson", "agent_factory",
-           "agent_tools", "agent_view", "cast_factory", "parse_agent", "scripted_cast"]
+           "LoadAgent", "NoopAgent", "OpenAIAgent", "OracleAgent", "ScriptedPerson", "agent_factory",
+           "agent_tools", "agent_view", "cast_factory", "office_mix", "parse_agent", "scripted_cast"]
