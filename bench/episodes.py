@@ -136,6 +136,46 @@ def concurrent(n: int, steps: int, think: float, d: Path, processes: int = 1,
             "whole_run_efficiency": decisions / wall / ideal}
 
 
+def scale_one(n: int, steps: int, load: float, d: Path) -> dict[str, Any]:
+    """``n`` live episodes at a fixed offered load: each decision thinks ``n / load`` seconds,
+    so the ideal is ``load`` steps/s whatever ``n`` is. Efficiency in the steady stretch, CPU
+    per agent step over the whole run (this process, all threads), and memory per live
+    episode (peak resident size above what the process held before the run, over ``n``)."""
+    import resource
+
+    task = _long(steps)
+    think = n / load
+    _run([task], _load(task, 5, 0.0), 4, 4, d / "warm.db")  # imports and first-use caches
+    base_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    cpu0 = time.process_time()
+    db = d / f"scale{n}.db"
+    wall, results = _run([task], _load(task, steps, think), n, n, db)
+    cpu = time.process_time() - cpu0
+    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    decisions = sum(r.turns for r in results)
+    steady = steady_state(db)
+    return {"live_episodes": n, "think_s": think, "ideal_steps_per_s": load,
+            "efficiency": steady[1] / steady[0] / load if steady else None,
+            "steady_window_s": steady[0] if steady else None,
+            "whole_run_efficiency": decisions / wall / load,
+            "cpu_per_agent_step_us": cpu / decisions * 1e6,
+            "rss_per_live_episode_kib": (peak_kib - base_kib) / n, "wall_s": wall}
+
+
+def scale(ns: list[int], steps: int, load: float) -> list[dict[str, Any]]:
+    """:func:`scale_one` for each N, each in a fresh process (so its memory is its own)."""
+    import subprocess
+
+    rows = []
+    for n in ns:
+        out = subprocess.run([sys.executable, __file__, "--scale-one", str(n), "--steps",
+                              str(steps), "--load", str(load)], capture_output=True, text=True,
+                             check=True)
+        rows.append(json.loads(out.stdout))
+        print(f"scale: {n} live episodes: {rows[-1]}", file=sys.stderr, flush=True)
+    return rows
+
+
 def with_model(base_url: str, model: str, episodes: int, d: Path) -> dict[str, Any]:
     """Agent-step latency against a real OpenAI-compatible server, split into the model's
     time (each call's latency, as recorded) and the simulator's (everything else)."""
@@ -182,7 +222,24 @@ def main() -> None:
                     help="episode lengths (decisions) for the marginal cost's regression")
     ap.add_argument("--marginal-episodes", type=int, default=50,
                     help="episodes of each length for the marginal cost")
+    ap.add_argument("--scale", type=lambda v: [int(x) for x in v.split(",")], nargs="?",
+                    const=[1, 10, 100, 1000, 5000, 10000], default=None,
+                    help="the scaling table instead: live episodes at a fixed offered load "
+                         "(default 1,10,100,1000,5000,10000)")
+    ap.add_argument("--load", type=float, default=2000.0,
+                    help="offered load for --scale, steps/s (think = N / load)")
+    ap.add_argument("--scale-one", type=int, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.scale_one is not None:
+        with tempfile.TemporaryDirectory() as tmp:
+            print(json.dumps(scale_one(args.scale_one, args.steps, args.load, Path(tmp))))
+        return
+    if args.scale is not None:
+        print(json.dumps({"scale": scale(args.scale, args.steps, args.load),
+                          "steps_per_episode": args.steps, "offered_steps_per_s": args.load,
+                          "load_average": os.getloadavg(), "cores": os.cpu_count()},
+                         indent=2))
+        return
     if args.agent == "openai":
         with tempfile.TemporaryDirectory() as tmp:
             print(json.dumps({"openai": with_model(args.base_url, args.model, 3, Path(tmp))},
