@@ -26,11 +26,12 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from coworkenv.agents import office_mix
+from coworkenv.sim import builtin_tasks
 from coworkenv.store import EventRecord, EventStore, Reader
 from coworkenv.store._records import INSERT_EVENT
 from coworkenv.store._schema import PRAGMAS, migrate
 from coworkenv.workspace import execute_tool, replay_events
-from tests.conftest import company_seed
 
 
 def payload(i: int) -> dict[str, object]:
@@ -90,15 +91,13 @@ def async_rate(path: Path, recs: list[EventRecord], chunk: int) -> float:
 
 
 def replay_rate(path: Path, episodes: int, calls: int) -> tuple[float, int]:
-    """A log of real tool events mixed with envelope events, read back and replayed."""
+    """A log of real tool events mixed with envelope events, read back and replayed: a
+    built-in task's seed, then the load agent's office mix (three writes, two reads)."""
     fresh(path)
-    seed = company_seed()
+    task = next(t for t in builtin_tasks() if t.id == "share-onboarding")
+    seed = task.seed
     now = datetime(2026, 3, 2, 14, tzinfo=UTC)
-    script = [("email_send", {"to": ["bob"], "subject": "s", "body": "b"}),
-              ("chat_post", {"channel": "ops", "text": "hello"}),
-              ("email_list", {}),
-              ("tickets_update", {"ticket_id": "T1", "priority": "urgent"}),
-              ("docs_edit", {"doc_id": "doc1", "append": "x"})]
+    script = office_mix(task)
     events: list[EventRecord] = []
     for e in range(episodes):
         eid = f"e{e}"
@@ -109,7 +108,7 @@ def replay_rate(path: Path, episodes: int, calls: int) -> tuple[float, int]:
             name, args = script[c % len(script)]
             evs.append(EventRecord(eid, len(evs), c, 0.0, "agent", "tool_call",
                                    {"tool": name, "arguments": args}))
-            out = execute_tool(state, "agent", name, args, now + timedelta(seconds=c))
+            out = execute_tool(state, task.agent, name, args, now + timedelta(seconds=c))
             evs.extend(EventRecord(eid, len(evs) + j, c, 0.0, "tools", k, p)
                        for j, (k, p) in enumerate(out.events))
             evs.append(EventRecord(eid, len(evs), c, 0.0, "tools", "tool_result",

@@ -176,3 +176,12 @@ def test_ray_without_the_extra_says_how_to_install_it(monkeypatch: pytest.Monkey
     monkeypatch.setitem(sys.modules, "ray", None)  # (as where the extra is not installed)
     with pytest.raises(RunConfigError, match=r"pip install 'coworkenv\[ray\]'"):
         ray_module()
+
+
+def test_benchmarks_use_the_package_not_tests_or_each_other() -> None:
+    """Benchmarks import the package's public API only: no helper from tests/ or from
+    another benchmark (what they share, such as the load agent, ships in the package)."""
+    bad = re.compile(r"^\s*(from|import)\s+(tests|bench)\b")
+    offenders = [f"{p.name}:{n}: {line.strip()}" for p in sorted((ROOT / "bench").glob("*.py"))
+                 for n, line in enumerate(p.read_text().splitlines(), 1) if bad.match(line)]
+    assert offenders == [], "\n".join(offenders)
