@@ -50,7 +50,8 @@ SMALLER = [  # (pattern, arguments appended: a later value of an option wins)
     (r"^python bench/grading\.py", ["--synth", "3", "--repeats", "1"]),
     (r"^python bench/synth\.py", ["--tasks", "5", "--repeats", "1"]),
     (r"^python bench/sessions\.py", ["--sessions", "8", "--steps", "4"]),
-    (r"^python bench/scale\.py", ["--quick"]),
+    (r"^python bench/scale\.py", ["--episodes", "16", "--rounds", "1", "--engines",
+                                  "processes-1,ray-1"]),
     (r"^python bench/all\.py", ["--quick", "--only", "store"]),  # (each runs above)
 ]
 READY = {  # a background command (`... &`) is ready when its output holds this
@@ -201,6 +202,7 @@ def test_every_readme_command_is_covered() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # (about 50 commands in a row, a fresh install and training included)
 def test_the_readme_works_as_written(tmp_path: Path, broker: tuple[str, int]) -> None:
     lines = readme_commands()
     first, rest = lines[0], lines[1:]

@@ -119,7 +119,7 @@ class EpisodeKernel:
         self.start: datetime = self.task.start
         self.state, self._seed_events = seeded(self.task)
         self.events: list[EventRecord] = []
-        self._unsaved: list[EventRecord] = []
+        self._unsaved: list[tuple[Any, ...]] = []  # rows for the store, not yet queued
         self._hash = hashlib.sha256()
         self.turns = 0
         self._stop: str | None = None
@@ -231,17 +231,19 @@ class EpisodeKernel:
                 text: str | None = None) -> EventRecord:
         if text is None:
             text = encode_payload(payload)
-        seq, now = len(self.events), round(self.clock.now, 6)
-        ev = EventRecord(self.spec.episode_id, seq, now, time.time(), actor, kind, payload, text)
+        seq, now, wall = len(self.events), round(self.clock.now, 6), time.time()
+        # the JSON text goes to the store and into the hash, and is not kept: an episode's
+        # events stay in memory until it is graded, and the text would be a second copy
+        ev = EventRecord(self.spec.episode_id, seq, now, wall, actor, kind, payload)
         self._hash.update(hash_line(seq, now, actor, kind, text))
         self.events.append(ev)
-        self._unsaved.append(ev)
+        self._unsaved.append((self.spec.episode_id, seq, now, wall, actor, kind, text))
         return ev
 
     async def _save(self) -> None:
         if self.store is not None and self._unsaved:
             batch, self._unsaved = self._unsaved, []
-            await self.store.append_many(batch)
+            await self.store.append_rows(batch)
 
     # running -------------------------------------------------------------------------------
     async def run(self) -> EpisodeResult:

@@ -155,6 +155,13 @@ class EventStore:
         if events:
             await self._put(("m", (INSERT_EVENT, [e.row() for e in events])))
 
+    async def append_rows(self, rows: list[tuple[Any, ...]]) -> None:
+        """Events as rows, as :meth:`EventRecord.row` makes them (episode_id, seq, sim_time,
+        wall_time, actor, kind, payload JSON text): for a producer that encoded the payload
+        already and keeps no record of its own."""
+        if rows:
+            await self._put(("m", (INSERT_EVENT, rows)))
+
     async def execute(self, sql: str, params: tuple[Any, ...] = ()) -> None:
         """Queue one write statement (ordered with the events around it)."""
         await self._put(("r", (sql, params)))
