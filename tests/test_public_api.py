@@ -22,7 +22,8 @@ PUBLIC = {
                         "LeaseHeldError", "MAX_SHARDS", "MergeConflictError", "MergeStats",
                         "RunLease", "NotFoundError", "Reader", "SchemaError", "StoreClosedError",
                         "StoreError", "WriterSettings", "WriterStatistics", "events_hash",
-                        "hash_line", "merge_stores", "migrate", "shard_files"],
+                        "hash_line", "merge_connection", "merge_stores", "migrate",
+                        "shard_files", "writable_store"],
 }
 
 

@@ -172,9 +172,9 @@ def _record_run(shard: Path, run_id: str, agent: str, run_config: str,
                 tasks: list[Task]) -> None:
     """The run and its task specs in a host's shard too, so that it stands alone (regrade,
     replay and eval read it as they read any store)."""
-    from ..store._merge import connect_target
+    from ..store import writable_store
 
-    with connect_target(shard) as db:
+    with writable_store(shard) as db:
         db.execute("BEGIN")
         db.execute("INSERT OR IGNORE INTO runs (run_id, created_at, status, agent, config) "
                    "VALUES (?, ?, 'running', ?, ?)", (run_id, time.time(), agent, run_config))
@@ -227,8 +227,7 @@ def execute_on_ray(p: Prepared, *, on_done: OnDone | None = None,
 async def _drive(ray: Any, p: Prepared, shard_dir: str | None, on_done: OnDone | None,
                  on_plan: OnPlan | None, stop: Interrupt) -> list[EpisodeResult]:
     from ..sim import ProcessFailedError, RunInterrupted, plan_run
-    from ..store import EventStore, MergeStats, RunLease
-    from ..store._merge import connect_target, merge_connection
+    from ..store import EventStore, MergeStats, RunLease, merge_connection, writable_store
 
     o = p.options
     tasks = {t.id: t for t in p.tasks}
@@ -245,7 +244,7 @@ async def _drive(ray: Any, p: Prepared, shard_dir: str | None, on_done: OnDone |
         try:
             if on_plan is not None:
                 on_plan(len(p.tasks) * o.trials, len(jobs))
-            with connect_target(p.db) as db:
+            with writable_store(p.db) as db:
                 agent, config = db.execute("SELECT agent, config FROM runs WHERE run_id=?",
                                            (o.run_id,)).fetchone()
                 hosts = max(1, min(p.config.hosts or cpus, len(jobs)))

@@ -1,7 +1,7 @@
 """The event store: an append-only SQLite event log with one batched writer per file."""
 
 from ._lease import RunLease
-from ._merge import MergeStats, merge_stores, shard_files
+from ._merge import MergeStats, merge_connection, merge_stores, shard_files, writable_store
 from ._reader import MAX_SHARDS, Reader
 from ._records import EpisodeRecord, EventRecord, events_hash, hash_line
 from ._schema import SCHEMA_VERSION, migrate
@@ -34,7 +34,9 @@ __all__ = [
     "WriterStatistics",
     "events_hash",
     "hash_line",
+    "merge_connection",
     "merge_stores",
     "migrate",
     "shard_files",
+    "writable_store",
 ]

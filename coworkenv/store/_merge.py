@@ -25,7 +25,8 @@ import hashlib
 import json
 import sqlite3
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -120,7 +121,7 @@ def merge_stores(shards: Sequence[str | Path], into: str | Path) -> MergeStats:
     target = Path(into)
     stats = MergeStats()
     start = time.perf_counter()
-    with connect_target(target) as dst:
+    with writable_store(target) as dst:
         for f in files:
             if f.resolve() == target.resolve():
                 raise MergeConflictError(f"{f}: is the target itself; name another file with "
@@ -134,31 +135,25 @@ def merge_stores(shards: Sequence[str | Path], into: str | Path) -> MergeStats:
     return stats
 
 
-class connect_target:
-    """A writing connection to the target store, migrated to this schema."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def __enter__(self) -> sqlite3.Connection:
-        if self.path.is_dir():
-            raise NotFoundError(f"{self.path}: is a folder; give the merged store's file name")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+@contextmanager
+def writable_store(path: str | Path) -> Iterator[sqlite3.Connection]:
+    """A writing connection (autocommit; transactions are the caller's) to a store file,
+    created if missing and migrated to this schema; closed at the end of the block."""
+    path = Path(path)
+    if path.is_dir():
+        raise NotFoundError(f"{path}: is a folder; give the store's file name")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(path, timeout=30, isolation_level=None)
+    try:
         try:
             for p in PRAGMAS:
-                self.conn.execute(p)
-            migrate(self.conn, str(self.path))
+                conn.execute(p)
+            migrate(conn, str(path))
         except sqlite3.DatabaseError as exc:
-            self.conn.close()
-            raise SchemaError(f"{self.path}: not an SQLite database ({exc})") from None
-        except BaseException:
-            self.conn.close()
-            raise
-        return self.conn
-
-    def __exit__(self, *exc: object) -> None:
-        self.conn.close()
+            raise SchemaError(f"{path}: not an SQLite database ({exc})") from None
+        yield conn
+    finally:
+        conn.close()
 
 
 def merge_connection(src: sqlite3.Connection, dst: sqlite3.Connection, where: str,
@@ -231,17 +226,13 @@ def _merge_runs(src: sqlite3.Connection, dst: sqlite3.Connection, where: str,
             raise MergeConflictError(f"{where}: run {run_id!r} was run by agent {agent!r} "
                                      f"there and by {row[2]!r} in {target}: two runs under "
                                      "one id")
-        if _config(row[3]) != _config(config):
+        if json.loads(row[3]) != json.loads(config):
             raise MergeConflictError(f"{where}: run {run_id!r} has another configuration "
                                      f"there than in {target}: two runs under one id")
         status = "finished" if "finished" in (status, row[1]) else row[1]
         dst.execute("UPDATE runs SET created_at=min(created_at, ?), status=? WHERE run_id=?",
                     (created, status, run_id))
     return added
-
-
-def _config(text: str) -> Any:
-    return json.loads(text)
 
 
 def _merge_tasks(src: sqlite3.Connection, dst: sqlite3.Connection, where: str,
