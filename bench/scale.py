@@ -35,31 +35,17 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from coworkenv.bus import Envelope
+from coworkenv.agents import LoadAgent
 from coworkenv.runtime import RunConfig, run
-from coworkenv.sim import Actor, ActorContext, Task, builtin_tasks
+from coworkenv.sim import Task, builtin_tasks
 from coworkenv.store import merge_stores
 
 
-class WritingStub(Actor):
-    """Thinks ``think`` seconds of real time per decision, then sends a mail (a write that
-    notifies its recipient)."""
-
-    role = "agent"
-
-    def __init__(self, steps: int, think: float, to: str) -> None:
-        self.left, self.think, self.to = steps, think, to
-
-    async def handle(self, envelope: Envelope, ctx: ActorContext) -> None:
-        if envelope.kind not in ("task", "tool_result"):
-            return
-        await anyio.sleep(self.think)
-        if self.left == 0:
-            ctx.finish("done")
-            return
-        self.left -= 1
-        ctx.call_tool("email_send", {"to": [self.to], "subject": f"step {self.left}",
-                                     "body": "status update"})
+def _mailer(steps: int, think: float, to: str) -> Any:
+    """The load agent with a cycle of one call: a mail to a coworker (a write that notifies
+    its recipient) each decision, after ``think`` seconds."""
+    calls = [("email_send", {"to": [to], "subject": "status", "body": "status update"})]
+    return lambda t: LoadAgent(steps, calls, think)
 
 
 def _task(steps: int) -> tuple[Task, str]:
@@ -73,7 +59,7 @@ def one(engine: str, n: int, task: Task, to: str, args: argparse.Namespace,
         d: Path) -> dict[str, Any]:
     kind, k = engine.split("-")
     rid = f"{engine}-{time.time_ns()}"
-    cfg = RunConfig([task], agent=lambda t: WritingStub(args.steps, args.think, to),
+    cfg = RunConfig([task], agent=_mailer(args.steps, args.think, to),
                     agent_name="stub", role="student", db=d / f"{rid}.db", trials=n,
                     concurrency=args.concurrency, run_id=rid,
                     processes=int(k) if kind == "processes" else 1,
@@ -104,7 +90,7 @@ def costs(task: Task, to: str, args: argparse.Namespace, d: Path) -> dict[str, A
     db = d / f"{rid}.db"
     cpu0 = resource.getrusage(resource.RUSAGE_SELF)
     t0 = time.perf_counter()
-    result = run(RunConfig([task], agent=lambda t: WritingStub(args.steps, args.think, to),
+    result = run(RunConfig([task], agent=_mailer(args.steps, args.think, to),
                            agent_name="stub", db=db, trials=n, concurrency=args.concurrency,
                            run_id=rid))
     wall = time.perf_counter() - t0
@@ -148,7 +134,7 @@ def costs(task: Task, to: str, args: argparse.Namespace, d: Path) -> dict[str, A
         out["mqtt"] = "no broker on 127.0.0.1:1883 (mosquitto -d starts one)"
         return out
     t0 = time.perf_counter()
-    mq = run(RunConfig([task], agent=lambda t: WritingStub(args.steps, args.think, to),
+    mq = run(RunConfig([task], agent=_mailer(args.steps, args.think, to),
                        agent_name="stub", db=d / f"{rid}-mqtt.db", trials=n,
                        concurrency=args.concurrency, run_id=f"{rid}-mqtt",
                        bus=f"mqtt://127.0.0.1:1883/{prefix}"))
