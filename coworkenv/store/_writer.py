@@ -15,7 +15,6 @@ import aiosqlite
 import anyio
 import orjson
 from anyio.abc import TaskGroup
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ._records import INSERT_EVENT, INSERT_EVENTS_JSON, EventRecord
 from ._schema import PRAGMAS, migrate
@@ -25,11 +24,11 @@ from .errors import SchemaError, StoreClosedError
 @dataclass(frozen=True, slots=True)
 class WriterSettings:
     batch_size: int = 5000
-    """Commit once this many rows are waiting."""
+    """Commit at once (without waiting for ``flush_interval``) when this many rows wait."""
     flush_interval: float = 0.05
     """Commit at least this often (seconds) while rows are waiting."""
     queue_size: int = 50_000
-    """Bound of the write queue; appenders wait when it is full (backpressure)."""
+    """Bound on rows waiting to be written; appenders wait when it is reached (backpressure)."""
 
 
 @dataclass(slots=True)
@@ -48,7 +47,17 @@ class _Flush:
         self.done = anyio.Event()
 
 
-_Item = tuple[str, Any] | _Flush
+class _Segment:
+    """Consecutive writes of one statement: appending an event adds a row to the last
+    segment, so a write costs a list append, not an item through a queue."""
+    __slots__ = ("rows", "sql")
+
+    def __init__(self, sql: str, rows: list[Any]) -> None:
+        self.sql = sql
+        self.rows = rows
+
+
+_Item = _Segment | _Flush
 
 
 def resolve_path(path: str | Path) -> tuple[str, bool]:
@@ -76,8 +85,14 @@ class EventStore:
         self.target, self.uri = resolve_path(path)
         self._keeper: sqlite3.Connection | None = None
         self._conn: aiosqlite.Connection | None = None
-        self._send: MemoryObjectSendStream[_Item] | None = None
-        self._recv: MemoryObjectReceiveStream[_Item] | None = None
+        # What waits to be written, in order; the writer takes the whole list at once.
+        self._pending: list[_Item] = []
+        self._pending_rows = 0
+        self._flushes = 0  # flush() markers pending
+        self._open = False
+        self._wake = anyio.Event()  # something is pending (the writer sleeps on it when idle)
+        self._urgent = anyio.Event()  # a batch is full, a flush is asked, or the store closes
+        self._space = anyio.Event()  # the writer took what was pending (backpressure)
         self._tg: TaskGroup | None = None
         self._error: BaseException | None = None
         self._batches = 0
@@ -104,8 +119,7 @@ class EventStore:
         self._conn = await aiosqlite.connect(self.target, uri=self.uri, isolation_level=None)
         for pragma in PRAGMAS:
             await self._conn.execute(pragma)
-        self._send, self._recv = anyio.create_memory_object_stream[_Item](
-            self.settings.queue_size)
+        self._open = True
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
         self._tg.start_soon(self._run, name=f"store-writer:{self.path}")
@@ -114,15 +128,15 @@ class EventStore:
     async def __aexit__(self, et: type[BaseException] | None, ev: BaseException | None,
                         tb: TracebackType | None) -> None:
         try:
-            if self._send is not None:
-                await self._send.aclose()  # the writer drains what is queued, then stops
+            self._open = False  # the writer drains what is pending, then stops
+            self._wake.set()
+            self._urgent.set()
             assert self._tg is not None
             await self._tg.__aexit__(et, ev, tb)
         finally:
             if self._conn is not None:
                 await self._conn.close()
             self._conn = None
-            self._send = None
         if self._error is not None and et is None:
             raise StoreClosedError(f"{self.path}: the writer failed") from self._error
 
@@ -133,54 +147,78 @@ class EventStore:
             self._keeper = None
 
     # writes ----------------------------------------------------------------------------
-    async def _put(self, item: _Item) -> None:
-        if self._send is None or self._error is not None:
+    def _add(self, sql: str, rows: list[Any]) -> None:
+        """Queue rows of one statement, after everything queued before (no await: a yield
+        per event would cost more than the insert itself)."""
+        if not self._open or self._error is not None:
             raise StoreClosedError(f"{self.path}: store is closed") from self._error
-        try:
-            # no checkpoint while the queue has room: a yield per event would cost more than
-            # the insert itself; when it is full, the appender waits (backpressure)
-            self._send.send_nowait(item)
-        except anyio.WouldBlock:
-            try:
-                await self._send.send(item)
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                raise StoreClosedError(f"{self.path}: the writer stopped") from self._error
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+        pending = self._pending
+        last = pending[-1] if pending else None
+        if last.__class__ is _Segment and last.sql is sql:  # type: ignore[union-attr]
+            last.rows.extend(rows)  # type: ignore[union-attr]
+        else:
+            pending.append(_Segment(sql, rows))
+        self._pending_rows += len(rows)
+        if not self._wake.is_set():
+            self._wake.set()
+        if self._pending_rows >= self.settings.batch_size:
+            self._urgent.set()
+
+    async def _room(self) -> None:
+        """Wait while the bound of waiting rows is reached (backpressure)."""
+        while self._pending_rows >= self.settings.queue_size and self._error is None \
+                and self._open:
+            await self._space.wait()
+        if self._error is not None:
             raise StoreClosedError(f"{self.path}: the writer stopped") from self._error
 
     async def append(self, event: EventRecord) -> None:
-        await self._put(("r", (INSERT_EVENT, event.row())))
+        self._add(INSERT_EVENT, [event.row()])
+        if self._pending_rows >= self.settings.queue_size:
+            await self._room()
 
     async def append_many(self, events: list[EventRecord]) -> None:
         if events:
-            await self._put(("m", (INSERT_EVENT, [e.row() for e in events])))
+            self._add(INSERT_EVENT, [e.row() for e in events])
+            if self._pending_rows >= self.settings.queue_size:
+                await self._room()
 
     async def append_rows(self, rows: list[tuple[Any, ...]]) -> None:
         """Events as rows, as :meth:`EventRecord.row` makes them (episode_id, seq, sim_time,
         wall_time, actor, kind, payload JSON text): for a producer that encoded the payload
         already and keeps no record of its own."""
         if rows:
-            await self._put(("m", (INSERT_EVENT, rows)))
+            self._add(INSERT_EVENT, list(rows))
+            if self._pending_rows >= self.settings.queue_size:
+                await self._room()
 
     async def execute(self, sql: str, params: tuple[Any, ...] = ()) -> None:
         """Queue one write statement (ordered with the events around it)."""
-        await self._put(("r", (sql, params)))
+        self._add(sql, [params])
+        if self._pending_rows >= self.settings.queue_size:
+            await self._room()
 
     async def executemany(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
         if rows:
-            await self._put(("m", (sql, rows)))
+            self._add(sql, list(rows))
+            if self._pending_rows >= self.settings.queue_size:
+                await self._room()
 
     async def flush(self) -> None:
         """Wait until everything queued before this call is committed."""
+        if not self._open or self._error is not None:
+            raise StoreClosedError(f"{self.path}: store is closed") from self._error
         marker = _Flush()
-        await self._put(marker)
+        self._pending.append(marker)
+        self._flushes += 1
+        self._wake.set()
+        self._urgent.set()
         await marker.done.wait()
         if self._error is not None:
             raise StoreClosedError(f"{self.path}: the writer failed") from self._error
 
     def statistics(self) -> WriterStatistics:
-        queued = self._send.statistics().current_buffer_used if self._send else 0
-        return WriterStatistics(queued, self._max_queue, self._batches, self._rows,
+        return WriterStatistics(self._pending_rows, self._max_queue, self._batches, self._rows,
                                 self._commit_seconds)
 
     # episode records -------------------------------------------------------------------
@@ -245,40 +283,66 @@ class EventStore:
 
     # the writer task -------------------------------------------------------------------
     async def _run(self) -> None:
-        assert self._recv is not None
         assert self._conn is not None
-        recv, conn, settings = self._recv, self._conn, self.settings
+        conn, settings = self._conn, self.settings
         batch: list[_Item] = []
         try:
-            async with recv:
-                while True:
-                    first = await _receive(recv, None)
-                    if first is None:
+            while True:
+                if not self._pending:
+                    if not self._open:
                         return
-                    batch = [first]
-                    rows = _size(first)
-                    deadline = anyio.current_time() + settings.flush_interval
-                    while rows < settings.batch_size and not isinstance(batch[-1], _Flush):
-                        item = await _receive(recv, deadline)
-                        if item is None:
-                            break
-                        batch.append(item)
-                        rows += _size(item)
-                    self._max_queue = max(self._max_queue,
-                                          recv.statistics().current_buffer_used + len(batch))
-                    await self._commit(conn, batch)
-                    batch = []
+                    await self._wake.wait()
+                    self._wake = anyio.Event()
+                    continue
+                if not self._urgent.is_set():  # let a batch gather, at most flush_interval
+                    with anyio.move_on_after(settings.flush_interval):
+                        await self._urgent.wait()
+                self._max_queue = max(self._max_queue, self._pending_rows)
+                batch = self._take(settings.batch_size)
+                self._urgent = anyio.Event()
+                if self._pending_rows >= settings.batch_size or self._flushes:
+                    self._urgent.set()  # (more than one batch was waiting)
+                space, self._space = self._space, anyio.Event()
+                space.set()
+                await self._commit(conn, batch)
+                batch = []
         except Exception as exc:  # recorded; every later write and close() reports it
             self._error = exc
-        finally:
-            for item in batch:  # never leave a flush() waiting on a dead writer
+        finally:  # never leave a flush() or an appender waiting on a dead writer
+            for item in (*batch, *self._pending):
                 if isinstance(item, _Flush):
                     item.done.set()
+            self._space.set()
+
+    def _take(self, limit: int) -> list[_Item]:
+        """The oldest pending writes, up to ``limit`` rows (a batch: what a crash can lose)."""
+        pending = self._pending
+        if self._pending_rows <= limit:
+            self._pending, self._pending_rows, self._flushes = [], 0, 0
+            return pending
+        taken: list[_Item] = []
+        rows = i = 0
+        while i < len(pending) and rows < limit:
+            item = pending[i]
+            if isinstance(item, _Segment):
+                if len(item.rows) > limit - rows:  # split: the rest stays first in line
+                    cut = limit - rows
+                    taken.append(_Segment(item.sql, item.rows[:cut]))
+                    item.rows = item.rows[cut:]
+                    rows += cut
+                    break
+                rows += len(item.rows)
+            else:
+                self._flushes -= 1
+            taken.append(item)
+            i += 1
+        del pending[:i]
+        self._pending_rows -= rows
+        return taken
 
     async def _commit(self, conn: aiosqlite.Connection, batch: list[_Item]) -> None:
         t0 = time.perf_counter()
-        flushes = [i for i in batch if isinstance(i, _Flush)]
-        writes = [i for i in batch if not isinstance(i, _Flush)]
+        writes = [i for i in batch if isinstance(i, _Segment)]
         if writes:
             # One hop to aiosqlite's connection thread per batch: the whole transaction runs
             # there, so the event loop keeps producing while SQLite writes.
@@ -287,32 +351,21 @@ class EventStore:
             self._batches += 1
             self._rows += n
         self._commit_seconds += time.perf_counter() - t0
-        for f in flushes:
-            f.done.set()
+        for item in batch:
+            if isinstance(item, _Flush):
+                item.done.set()
 
 
-def _write_batch(db: sqlite3.Connection, writes: list[tuple[str, Any]]) -> int:
+def _write_batch(db: sqlite3.Connection, writes: list[_Segment]) -> int:
     """Run in the connection's thread: one transaction for the batch."""
     n = 0
-    sql_run: str | None = None
-    rows: list[Any] = []
     # IMMEDIATE: take the write lock up front, so that writers in other processes sharing
     # the file queue on busy_timeout instead of failing on a stale read snapshot
     db.execute("BEGIN IMMEDIATE")
     try:
-        for kind, (sql, data) in writes:
-            if sql != sql_run and sql_run is not None:
-                _executemany(db, sql_run, rows)
-                n += len(rows)
-                rows = []
-            sql_run = sql
-            if kind == "r":
-                rows.append(data)
-            else:
-                rows.extend(data)
-        if sql_run is not None:
-            _executemany(db, sql_run, rows)
-            n += len(rows)
+        for seg in writes:
+            _executemany(db, seg.sql, seg.rows)
+            n += len(seg.rows)
     except BaseException:
         db.execute("ROLLBACK")
         raise
@@ -338,31 +391,3 @@ def _rows_json(rows: list[Any]) -> str | None:
     except (TypeError, orjson.JSONEncodeError):
         return None
     return None if "\\u0000" in blob else blob
-
-
-async def _receive(recv: MemoryObjectReceiveStream[_Item], deadline: float | None) -> _Item | None:
-    """The next item; None at end of stream or once ``deadline`` has passed."""
-    try:
-        return recv.receive_nowait()
-    except anyio.WouldBlock:
-        pass
-    except anyio.EndOfStream:
-        return None
-    if deadline is None:
-        try:
-            return await recv.receive()
-        except anyio.EndOfStream:
-            return None
-    with anyio.move_on_after(deadline - anyio.current_time()):
-        try:
-            return await recv.receive()
-        except anyio.EndOfStream:
-            return None
-    return None
-
-
-def _size(item: _Item) -> int:
-    if isinstance(item, _Flush):
-        return 0
-    kind, (_, data) = item
-    return len(data) if kind == "m" else 1

@@ -91,29 +91,54 @@ async def test_duplicate_seq_is_refused_and_reported(tmp_path: Path) -> None:
                 await store.append(EventRecord("e1", 9, 0.0, 0.0, "a", "k", {}))
 
 
-async def test_batches_by_size_and_time(tmp_path: Path) -> None:
+async def _committed(s: EventStore, eid: str, n: int, within: float) -> bool:
     import anyio
 
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        with Reader(s) as r:
+            if r.event_count(eid) >= n:
+                return True
+        await anyio.sleep(0.01)
+    return False
+
+
+async def test_batches_by_size_and_time(tmp_path: Path) -> None:
     from coworkenv.store import WriterSettings
 
+    # full batches are committed at once, without waiting for the (here: an hour's)
+    # interval, and no batch is larger than batch_size (what a crash can lose)
     async with EventStore(tmp_path / "b.db", WriterSettings(batch_size=100,
-                                                             flush_interval=0.01)) as s:
-        await _episode(s, "e1", 1000)
-        await s.flush()
+                                                             flush_interval=3600)) as s:
+        await _episode(s, "e1", 250)  # 252 rows: the run, the episode, 250 events
+        assert await _committed(s, "e1", 198, within=10), "a full batch waited for the interval"
         stats = s.statistics()
-        assert stats.rows == 1002
-        # 500 rows arrive as one item; 500 single rows are cut into commits of <= 100
-        assert 6 <= stats.batches <= 12
-        # a lone event is committed by time, without flush()
-        await s.append(EventRecord("e1", 1000, 0.0, 0.0, "a", "k", {}))
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline:
-            with Reader(s) as r:
-                if r.event_count("e1") == 1001:
-                    break
-            await anyio.sleep(0.01)
-        else:
-            pytest.fail("a lone event was not committed by the time trigger")
+        assert (stats.batches, stats.rows, stats.queued) == (2, 200, 52)
+    # a lone event is committed by time, without flush()
+    async with EventStore(tmp_path / "t.db", WriterSettings(flush_interval=0.01)) as s:
+        await _episode(s, "e1", 3)
+        await s.append(EventRecord("e1", 3, 0.0, 0.0, "a", "k", {}))
+        assert await _committed(s, "e1", 4, within=5), "a lone event was not committed by time"
+        assert s.statistics().queued == 0
+
+
+async def test_appenders_wait_while_the_bound_is_reached(tmp_path: Path) -> None:
+    """Backpressure: the rows waiting to be written never pass the bound by more than one
+    call's rows, and every row arrives, in order."""
+    from coworkenv.store import WriterSettings
+
+    async with EventStore(tmp_path / "q.db", WriterSettings(batch_size=50, queue_size=200,
+                                                             flush_interval=0.001)) as s:
+        evs = await _episode(s, "e1", 0)
+        peak = 0
+        for i in range(3000):
+            await s.append(EventRecord("e1", i, 0.0, 0.0, "a", "k", {"i": i}))
+            peak = max(peak, s.statistics().queued)
+        await s.flush()
+        assert peak <= 200 and s.statistics().max_queue <= 200
+        with Reader(s) as r:
+            assert [e.payload["i"] for e in r.events("e1")] == list(range(3000))
+    assert evs == []
 
 
 def test_newer_schema_is_refused(tmp_path: Path) -> None:
