@@ -118,7 +118,10 @@ class EpisodeKernel:
         self.clock = clock
         self.start: datetime = self.task.start
         self.state, self._seed_events = seeded(self.task)
-        self.events: list[EventRecord] = []
+        # Each event as the row it is stored as (its payload as canonical JSON text, not as
+        # the dict it was made from: a live episode's log costs its text, a few times less
+        # than the objects); :attr:`events` decodes them, as a replay of the store would.
+        self._log: list[tuple[Any, ...]] = []
         self._unsaved: list[tuple[Any, ...]] = []  # rows for the store, not yet queued
         self._hash = hashlib.sha256()
         self.turns = 0
@@ -162,7 +165,7 @@ class EpisodeKernel:
             self.clock.now, list(self.clock._heap), self.clock._seq)
         new.start = self.start
         new.state, new._seed_events = self.state.copy(), self._seed_events
-        new.events, new._unsaved, new._hash = list(self.events), [], self._hash.copy()
+        new._log, new._unsaved, new._hash = list(self._log), [], self._hash.copy()
         new.turns, new._stop, new._failure, new._retryable = self.turns, None, None, False
         new._person_of, new._actor_of = self._person_of, self._actor_of
         new.tools = ToolService(new.state, new._record, calls=self.tools.calls,
@@ -227,18 +230,21 @@ class EpisodeKernel:
         self._record(actor, kind, payload)
 
     # recording ----------------------------------------------------------------------------
+    @property
+    def events(self) -> list[EventRecord]:
+        """The episode's events so far, decoded from the text they are stored as (a new list
+        on each call: read it once)."""
+        return [EventRecord.from_row(row) for row in self._log]
+
     def _record(self, actor: str, kind: str, payload: dict[str, Any],
-                text: str | None = None) -> EventRecord:
+                text: str | None = None) -> None:
         if text is None:
             text = encode_payload(payload)
-        seq, now, wall = len(self.events), round(self.clock.now, 6), time.time()
-        # the JSON text goes to the store and into the hash, and is not kept: an episode's
-        # events stay in memory until it is graded, and the text would be a second copy
-        ev = EventRecord(self.spec.episode_id, seq, now, wall, actor, kind, payload)
+        seq, now, wall = len(self._log), round(self.clock.now, 6), time.time()
         self._hash.update(hash_line(seq, now, actor, kind, text))
-        self.events.append(ev)
-        self._unsaved.append((self.spec.episode_id, seq, now, wall, actor, kind, text))
-        return ev
+        row = (self.spec.episode_id, seq, now, wall, actor, kind, text)
+        self._log.append(row)  # (the one tuple serves the log and the store)
+        self._unsaved.append(row)
 
     async def _save(self) -> None:
         if self.store is not None and self._unsaved:
@@ -313,7 +319,7 @@ class EpisodeKernel:
         independent of the transport. On the memory bus the envelope is back at once; over
         MQTT it makes the round trip through the broker.
         """
-        seq = len(self.events)
+        seq = len(self._log)
         self._record(d.sender, d.kind, {"to": d.to, **d.payload})
         if d.to == "kernel":
             if d.kind == "finish":
@@ -367,11 +373,12 @@ class EpisodeKernel:
         g: Grade | None = None
         if self._failure is None:
             try:
+                events = self.events
                 if self.grade_off_loop:  # (the state and events no longer change)
-                    g = await anyio.to_thread.run_sync(grade, task, self.state, self.events,
+                    g = await anyio.to_thread.run_sync(grade, task, self.state, events,
                                                        self.weights)
                 else:
-                    g = grade(task, self.state, self.events, self.weights)
+                    g = grade(task, self.state, events, self.weights)
             except Exception as exc:
                 self._failure = ("grading", f"{type(exc).__name__}: {exc}")
         checks = g.checks if g else []
@@ -380,7 +387,7 @@ class EpisodeKernel:
         result = EpisodeResult(
             episode_id=spec.episode_id, task_id=task.id, family=task.family, trial=spec.trial,
             status=status, termination=termination, completion=completion, turns=self.turns,
-            sim_time=self.clock.now, wall_time=wall, event_count=len(self.events),
+            sim_time=self.clock.now, wall_time=wall, event_count=len(self._log),
             events_hash=self._hash.hexdigest(),
             state_hash=self.state.state_hash() if self.hash_state else "",
             failure_boundary=self._failure[0] if self._failure else None,

@@ -97,7 +97,17 @@ class EventRecord:
 
     @classmethod
     def from_row(cls, row: tuple[Any, ...]) -> EventRecord:
-        return cls(row[0], row[1], row[2], row[3], row[4], row[5], json.loads(row[6]), row[6])
+        return cls(row[0], row[1], row[2], row[3], row[4], row[5], decode_payload(row[6]),
+                   row[6])
+
+
+def decode_payload(text: str) -> Any:
+    """A payload from its canonical text: orjson, or the standard library for what orjson
+    refuses (NaN and infinities, integers beyond 64 bits), as :func:`encode_payload` wrote."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)
 
 
 @dataclass(slots=True, frozen=True)
