@@ -49,4 +49,7 @@ if ! .venv/bin/python -c "import llama_cpp.server" 2>/dev/null; then
 fi
 export COWORKENV_TEST_GGUF="$PWD/$gguf"
 
-.venv/bin/python -m pytest "$@"
+# two workers by default (this suite's CI has 2 cores; most tests wait on subprocesses, sockets
+# or one core); tests that start Ray share one worker (xdist_group "ray"). `-n 0` runs in one
+# process; the 25 slowest tests are listed at the end, so a test that grows shows up.
+.venv/bin/python -m pytest -n "${COWORKENV_TEST_WORKERS:-2}" --dist loadgroup --durations=25 "$@"

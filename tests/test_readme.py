@@ -35,7 +35,7 @@ SMALLER = [  # (pattern, arguments appended: a later value of an option wins)
     (r"^coworkenv run .*--ray", ["--hosts", "1"]),  # (Ray on this machine: see concrete())
     (r"^coworkenv synth .*--n 1000", ["--n", "20"]),
     (r"^coworkenv synth .*--n 50", ["--n", "5"]),
-    (r"^coworkenv train sft", ["--steps", "1"]),
+    (r"^coworkenv train sft", ["--steps", "1", "--max-length", "768"]),
     (r"^coworkenv train grpo", ["--steps", "1", "--max-completion-length", "48",
                                 "--max-tool-calls", "1"]),
     (r"^coworkenv run .*openai:pocketworker", ["--only", "share-onboarding", "--max-turns", "2",
@@ -202,6 +202,7 @@ def test_every_readme_command_is_covered() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("ray")  # (its `--ray auto` would join another test's Ray)
 @pytest.mark.timeout(900)  # (about 50 commands in a row, a fresh install and training included)
 def test_the_readme_works_as_written(tmp_path: Path, broker: tuple[str, int]) -> None:
     lines = readme_commands()

@@ -18,7 +18,8 @@ from coworkenv.store import Reader, merge_stores
 
 ray = pytest.importorskip("ray", reason="the Ray extra: pip install 'coworkenv[ray]'")
 
-pytestmark = pytest.mark.slow
+# (one Ray per machine: `--ray auto` joins whichever runs, so Ray tests share one worker)
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]
 ROOT = Path(__file__).resolve().parents[2]
 TASKS = ROOT / "examples" / "tasks"
 TRIALS = 20  # 20 tasks x 20 trials: 400 episodes

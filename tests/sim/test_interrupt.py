@@ -137,7 +137,10 @@ def test_a_second_ctrl_c_leaves_a_store_that_resumes(tmp_path: Path, processes: 
     # itself, which a shell reports as 130 too)
     assert rc in (130, -signal.SIGINT), err
     assert "Traceback" not in err, err
-    assert "second interrupt: stopping at once" in err or "interrupted: " in err, err
+    # (the second may also land while the interpreter shuts the loop down, after the run's
+    # own handler is gone: then the first's notice is all there is; seen under load)
+    assert ("second interrupt: stopping at once" in err or "interrupted: " in err
+            or "stopping: no new episode starts" in err), err
     time.sleep(0.5)  # (children killed with the parent are gone)
     with sqlite3.connect(db) as c:
         assert c.execute("PRAGMA integrity_check").fetchone()[0] == "ok"

@@ -31,10 +31,12 @@ def test_cpu_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     work = tmp_path / "pw"
     env = {**os.environ, "WORK": str(work), "MODEL": str(GGUF),
            "COWORKENV": f"{sys.executable} -m coworkenv.cli",
-           "TEACHER_TRIALS": "2", "SFT_STEPS": "8", "SFT_BATCH": "1", "SFT_MAX_LENGTH": "1024",
-           "SFT_LR": "2e-4", "GRPO_STEPS": "2", "GRPO_COMPLETION": "96",
-           "EVAL_ONLY": "share-onboarding,safety-wrong-recipient", "EVAL_MAX_TURNS": "3",
-           "EVAL_MAX_TOKENS": "64", "PORT": str(free_port())}
+           # (small: on 2 cores an SFT step of 768 tokens takes about 12 s, a GRPO step with
+           # two live rollouts about 40 s, a served model's evaluated episode about 30 s)
+           "TEACHER_TRIALS": "2", "SFT_STEPS": "8", "SFT_BATCH": "1", "SFT_MAX_LENGTH": "768",
+           "SFT_LR": "2e-4", "GRPO_STEPS": "2", "GRPO_COMPLETION": "48", "GRPO_TOOL_CALLS": "2",
+           "EVAL_ONLY": "share-onboarding,safety-wrong-recipient", "EVAL_MAX_TURNS": "2",
+           "EVAL_MAX_TOKENS": "48", "PORT": str(free_port())}
     # the script's own progress goes to the terminal as it runs (a long, real job)
     proc = subprocess.Popen(["bash", str(ROOT / "examples/pocketworker/cpu_end_to_end.sh")],
                             cwd=tmp_path, env=env, stdout=subprocess.PIPE,
