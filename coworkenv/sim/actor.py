@@ -46,19 +46,23 @@ class ActorContext:
         self.name = name
         self.person = person
         self.seed = seed
-        self._rng: random.Random | None = random.Random(seed)
+        # made on first use (a generator holds 2.5 KiB of state, and most actors of most
+        # episodes never draw): from ``seed``, or from a forked context's copied state
+        self._rng: random.Random | None = None
         self._rng_state: Any = None
         self._calls = 0
 
     @property
     def rng(self) -> random.Random:
         """This actor's own random generator (deterministic per episode seed and actor)."""
-        if self._rng is None:  # a forked context: made from the copied state when first used
-            self._rng = random.Random(0)
-            self._rng.setstate(self._rng_state)
+        if self._rng is None:
+            self._rng = random.Random(self.seed)
+            if self._rng_state is not None:  # a forked context: where its parent was
+                self._rng.setstate(self._rng_state)
         return self._rng
 
     def rng_state(self) -> Any:
+        """The generator's state, for a fork (None: never drawn from, still at ``seed``)."""
         return self._rng_state if self._rng is None else self._rng.getstate()
 
     def copy_for(self, kernel: Kernel, rng_state: Any) -> ActorContext:
