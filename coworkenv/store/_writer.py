@@ -147,14 +147,15 @@ class EventStore:
             self._keeper = None
 
     # writes ----------------------------------------------------------------------------
-    def _add(self, sql: str, rows: list[Any]) -> None:
+    def _add(self, sql: str, rows: list[Any]) -> bool:
         """Queue rows of one statement, after everything queued before (no await: a yield
-        per event would cost more than the insert itself)."""
+        per event would cost more than the insert itself). True when the bound of waiting
+        rows is reached: the caller then waits in :meth:`_room`."""
         if not self._open or self._error is not None:
             raise StoreClosedError(f"{self.path}: store is closed") from self._error
         pending = self._pending
         last = pending[-1] if pending else None
-        if last.__class__ is _Segment and last.sql is sql:  # type: ignore[union-attr]
+        if last.__class__ is _Segment and last.sql == sql:  # type: ignore[union-attr]
             last.rows.extend(rows)  # type: ignore[union-attr]
         else:
             pending.append(_Segment(sql, rows))
@@ -163,6 +164,7 @@ class EventStore:
             self._wake.set()
         if self._pending_rows >= self.settings.batch_size:
             self._urgent.set()
+        return self._pending_rows >= self.settings.queue_size
 
     async def _room(self) -> None:
         """Wait while the bound of waiting rows is reached (backpressure)."""
@@ -173,36 +175,28 @@ class EventStore:
             raise StoreClosedError(f"{self.path}: the writer stopped") from self._error
 
     async def append(self, event: EventRecord) -> None:
-        self._add(INSERT_EVENT, [event.row()])
-        if self._pending_rows >= self.settings.queue_size:
+        if self._add(INSERT_EVENT, [event.row()]):
             await self._room()
 
     async def append_many(self, events: list[EventRecord]) -> None:
-        if events:
-            self._add(INSERT_EVENT, [e.row() for e in events])
-            if self._pending_rows >= self.settings.queue_size:
-                await self._room()
+        if events and self._add(INSERT_EVENT, [e.row() for e in events]):
+            await self._room()
 
     async def append_rows(self, rows: list[tuple[Any, ...]]) -> None:
         """Events as rows, as :meth:`EventRecord.row` makes them (episode_id, seq, sim_time,
         wall_time, actor, kind, payload JSON text): for a producer that encoded the payload
         already and keeps no record of its own."""
-        if rows:
-            self._add(INSERT_EVENT, list(rows))
-            if self._pending_rows >= self.settings.queue_size:
-                await self._room()
+        if rows and self._add(INSERT_EVENT, list(rows)):
+            await self._room()
 
     async def execute(self, sql: str, params: tuple[Any, ...] = ()) -> None:
         """Queue one write statement (ordered with the events around it)."""
-        self._add(sql, [params])
-        if self._pending_rows >= self.settings.queue_size:
+        if self._add(sql, [params]):
             await self._room()
 
     async def executemany(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
-        if rows:
-            self._add(sql, list(rows))
-            if self._pending_rows >= self.settings.queue_size:
-                await self._room()
+        if rows and self._add(sql, list(rows)):
+            await self._room()
 
     async def flush(self) -> None:
         """Wait until everything queued before this call is committed."""
