@@ -29,6 +29,8 @@ SKIP = [  # (pattern, why it is not run here)
     (r"^python bench/episodes\.py --agent openai", "needs that model server"),
     (r"^coworkenv synth .*--generator openai", "a model writes the plans; tests/synth/ drives "
      "this path with a scripted model server"),
+    (r"^vf-eval coworkenv-verifiers", "verifiers needs its own environment (it pins mcp 2.0): "
+     "tests/test_verifiers.py runs this command there against a scripted model server"),
 ]
 SMALLER = [  # (pattern, arguments appended: a later value of an option wins)
     (r"^coworkenv run .*--trials 100", ["--trials", "2"]),

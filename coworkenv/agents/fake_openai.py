@@ -1,10 +1,10 @@
 """A scripted OpenAI-compatible server: exact control of what a "model" answers.
 
 It speaks enough of ``POST /v1/chat/completions`` for the ``openai`` client, over real HTTP on
-127.0.0.1, and answers from a script: each item is a completion message (content and/or tool
-calls), an HTTP error, or a stall (to provoke client timeouts). Every request it receives is
-kept, so tests can check exactly what the agent sent. It ships in the package as a test
-double, like the memory bus.
+127.0.0.1 (whole completions, or server-sent chunks when the request streams), and answers
+from a script: each item is a completion message (content and/or tool calls), an HTTP error,
+or a stall (to provoke client timeouts). Every request it receives is kept, so tests can check
+exactly what the agent sent. It ships in the package as a test double, like the memory bus.
 """
 
 from __future__ import annotations
@@ -90,6 +90,17 @@ class ScriptedOpenAIServer:
                         data = json.dumps({"error": {"message": f"scripted {reply.status}",
                                                      "type": "server_error"}}).encode()
                         self.send_response(reply.status)
+                    elif body.get("stream"):
+                        self.send_response(200)
+                        self.send_header("Content-Type", "text/event-stream")
+                        self.send_header("Cache-Control", "no-cache")
+                        self.end_headers()
+                        for chunk in _chunks(body, reply):
+                            self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+                        self.wfile.write(b"data: [DONE]\n\n")
+                        self.wfile.flush()
+                        self.close_connection = True
+                        return
                     else:
                         data = json.dumps(_completion(body, reply)).encode()
                         self.send_response(200)
@@ -117,3 +128,27 @@ def _completion(request: dict[str, Any], r: Reply) -> dict[str, Any]:
             "model": request.get("model", "scripted"),
             "choices": [{"index": 0, "message": message, "finish_reason": r.finish_reason}],
             "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}}
+
+
+def _chunks(request: dict[str, Any], r: Reply) -> list[dict[str, Any]]:
+    """The completion as a stream (``stream: true``): the role and content, each tool call
+    (name, then its arguments), the finish reason, and the usage when asked for."""
+    whole = _completion(request, r)
+    message = whole["choices"][0]["message"]
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {"id": whole["id"], "object": "chat.completion.chunk",
+                "created": whole["created"], "model": whole["model"],
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    out = [chunk({"role": "assistant", "content": message["content"] or ""})]
+    for i, call in enumerate(message.get("tool_calls") or []):
+        out.append(chunk({"tool_calls": [{"index": i, "id": call["id"], "type": "function",
+                                          "function": {"name": call["function"]["name"],
+                                                       "arguments": ""}}]}))
+        out.append(chunk({"tool_calls": [{"index": i, "function": {
+            "arguments": call["function"]["arguments"]}}]}))
+    out.append(chunk({}, r.finish_reason))
+    if (request.get("stream_options") or {}).get("include_usage"):
+        out.append({**chunk({}), "choices": [], "usage": whole["usage"]})
+    return out

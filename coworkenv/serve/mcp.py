@@ -12,8 +12,9 @@ away (stdio) or the episode is over (HTTP), the episode is ended, graded and rec
 
 from __future__ import annotations
 
+import contextlib
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +70,67 @@ def episode_server(session: Session, tools: list[dict[str, Any]], instructions: 
                   on_call_tool=call_tool)
 
 
+class HttpEpisode:
+    """An episode's MCP endpoint over streamable HTTP (see :func:`episode_http`)."""
+
+    def __init__(self, web: Any, url: str) -> None:
+        self.web, self.url, self.stopped = web, url, anyio.Event()
+
+    def stop(self) -> None:
+        """Stop serving once the answers in flight have gone out."""
+        self.web.should_exit = True
+
+
+@contextlib.asynccontextmanager
+async def episode_http(session: Session, tools: list[dict[str, Any]], instructions: str, *,
+                       host: str = "127.0.0.1", port: int = 0, stop_when_over: bool = False
+                       ) -> AsyncIterator[HttpEpisode]:
+    """Serve ``session``'s tools over streamable HTTP (uvicorn) while the block runs
+    (``port=0``: a free port). ``stopped`` is set when the server ends (its own signal
+    handling included); ``stop_when_over`` stops it once the episode is over."""
+    import socket
+
+    import uvicorn
+
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    bound = sock.getsockname()[1]
+    web: Any = None
+    served: HttpEpisode | None = None
+
+    def over() -> None:  # (the last answer goes out first: uvicorn drains on exit)
+        if served is not None:
+            served.stop()
+
+    server = episode_server(session, tools, instructions,
+                            on_over=over if stop_when_over else None)
+    web = uvicorn.Server(uvicorn.Config(server.streamable_http_app(host=host), host=host,
+                                        log_level="warning", lifespan="on"))
+    served = HttpEpisode(web, f"http://{host}:{bound}/mcp")
+
+    async def serve() -> None:
+        try:
+            await web.serve(sockets=[sock])
+        finally:
+            served.stopped.set()
+            sock.close()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(serve)
+        # (uvicorn says it has started only by a flag)
+        while not web.started and not served.stopped.is_set():  # noqa: ASYNC110
+            await anyio.sleep(0.005)
+        if not web.started:
+            from ..sim.errors import RunConfigError
+
+            raise RunConfigError(f"transport: the MCP server on {host}:{bound} did not start")
+        try:
+            yield served
+        finally:
+            served.stop()
+
+
 def _say(text: str) -> None:
     """Progress for the person running the server: stderr (stdout may be the protocol)."""
     print(text, file=sys.stderr, flush=True)
@@ -102,20 +164,10 @@ async def serve_episode(task: Task, db: str | Path, *, transport: str = "stdio",
             async with stdio_server() as (read, write):
                 await server.run(read, write, server.create_initialization_options())
         else:
-            import uvicorn
-
-            web: Any = None
-
-            def over() -> None:  # (the last answer goes out first: uvicorn drains on exit)
-                if web is not None:
-                    web.should_exit = True
-
-            server = episode_server(session, offered, instructions, on_over=over)
-            app = server.streamable_http_app(host=host)
-            web = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning",
-                                                lifespan="on"))
-            _say(f"coworkenv mcp: serving http://{host}:{port}/mcp")
-            await web.serve()
+            async with episode_http(session, offered, instructions, host=host, port=port,
+                                    stop_when_over=True) as served:
+                _say(f"coworkenv mcp: serving {served.url}")
+                await served.stopped.wait()
         result = await session.close()
     _say(f"coworkenv mcp: episode {result.episode_id}: {result.termination}, score "
          f"{result.score:.3f} (completion {result.completion:.3f}, safety {result.safety:.3f}, "

@@ -167,3 +167,32 @@ def test_a_dead_endpoint_fails_the_episode_not_the_run(tmp_path: Path) -> None:
         assert f"model endpoint http://127.0.0.1:{port}/v1 failed 2 times" in (r.failure or "")
     with Reader(tmp_path / "d.db") as rd:
         assert {e.status for e in rd.episodes()} == {"failed"}
+
+
+def test_the_scripted_server_streams_what_it_would_answer_whole() -> None:
+    """``stream: true`` (as agent harnesses ask) gets server-sent chunks that the openai
+    client puts back together into the same message: content, tool calls, usage."""
+    import openai
+
+    script = [Reply(content="hello there"), tool("tickets_assign", ticket_id="T1", assignee="sam")]
+    with ScriptedOpenAIServer(script) as srv:
+        client = openai.OpenAI(base_url=srv.base_url, api_key="x")
+        texts, calls, usage, finish = [], {}, None, []
+        for _ in script:
+            stream = client.chat.completions.create(
+                model="m", messages=[{"role": "user", "content": "hi"}], stream=True,
+                stream_options={"include_usage": True})
+            for chunk in stream:
+                usage = chunk.usage or usage
+                for choice in chunk.choices:
+                    texts.append(choice.delta.content or "")
+                    finish.append(choice.finish_reason)
+                    for c in choice.delta.tool_calls or []:
+                        got = calls.setdefault(c.index, {"name": "", "arguments": ""})
+                        got["name"] += (c.function.name or "") if c.function else ""
+                        got["arguments"] += (c.function.arguments or "") if c.function else ""
+    assert "".join(texts) == "hello there"
+    assert calls == {0: {"name": "tickets_assign",
+                         "arguments": '{"ticket_id": "T1", "assignee": "sam"}'}}
+    assert [f for f in finish if f] == ["stop", "tool_calls"]
+    assert usage is not None and usage.total_tokens == 110
