@@ -9,9 +9,12 @@ later observations, as in any episode. Measured side by side in one run:
 - over OpenEnv: ``coworkenv serve-env`` in its own process, driven by OpenEnv's own client
   (``MCPToolClient``, one WebSocket per session), the way a trainer reaches it.
 
-Reports steps per second and step latency p50/p99 for both, and the server's overhead per
-step (p50 and p99 over OpenEnv minus in process), with the machine's load average before each.
-Prints one JSON object.
+Reports, for both, steps per second, step latency p50/p99 and CPU per step (the server
+process's own CPU over OpenEnv, read from /proc; the client's is not counted), with the
+machine's load average before each. The server's overhead per step, three ways: CPU per step
+over OpenEnv minus in process; step latency with one session (nothing queued: what the server
+adds to a step), over OpenEnv minus in process, p50 and p99; and the same difference with N
+sessions (mostly queueing behind the other sessions' steps). Prints one JSON object.
 """
 
 from __future__ import annotations
@@ -60,6 +63,21 @@ def load() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
+def _cpu_s(pid: int | None = None) -> float | None:
+    """CPU seconds (user + system) of this process, or of process ``pid`` (Linux /proc)."""
+    if pid is None:
+        return time.process_time()
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _per_step_us(cpu: float | None, steps: int) -> float | None:
+    return None if cpu is None or not steps else round(cpu / steps * 1e6, 1)
+
+
 def in_process(n: int, k: int, db: Path) -> dict[str, Any]:
     task = next(t for t in builtin_tasks() if t.id == TASK)
     plan = actions(task.user.person, k)
@@ -88,10 +106,12 @@ def in_process(n: int, k: int, db: Path) -> dict[str, Any]:
                     tg.start_soon(one)
             return time.perf_counter() - t0
 
+    cpu0 = _cpu_s()
     wall = anyio.run(main)
+    cpu = _cpu_s() - cpu0  # type: ignore[operator]
     return {"sessions": n, "steps": len(latencies), "failed_calls": failed,
             "wall_s": round(wall, 3), "steps_per_s": round(len(latencies) / wall, 1),
-            **percentiles(latencies)}
+            "cpu_per_step_us": _per_step_us(cpu, len(latencies)), **percentiles(latencies)}
 
 
 def _free_port() -> int:
@@ -142,12 +162,16 @@ def over_openenv(n: int, k: int, db: Path) -> dict[str, Any]:
             await asyncio.gather(*(one() for _ in range(n)))
             return time.perf_counter() - t0
 
+        cpu0 = _cpu_s(server.pid)
         wall = asyncio.run(main())
+        cpu1 = _cpu_s(server.pid)
     finally:
         server.terminate()
         server.wait(60)
+    cpu = cpu1 - cpu0 if cpu0 is not None and cpu1 is not None else None
     return {"sessions": n, "steps": len(latencies), "failed_calls": failed,
             "wall_s": round(wall, 3), "steps_per_s": round(len(latencies) / wall, 1),
+            "server_cpu_per_step_us": _per_step_us(cpu, len(latencies)),
             **percentiles(latencies)}
 
 
@@ -161,12 +185,21 @@ def main() -> None:
         local = in_process(args.sessions, args.steps, Path(tmp) / "in.db")
         load_env = load()
         served = over_openenv(args.sessions, args.steps, Path(tmp) / "env.db")
+        # one session, nothing queued: what the server adds to each step
+        alone_local = in_process(1, args.steps, Path(tmp) / "in1.db")
+        alone_served = over_openenv(1, args.steps, Path(tmp) / "env1.db")
+    cpu_local, cpu_served = local["cpu_per_step_us"], served["server_cpu_per_step_us"]
     print(json.dumps({
         "in_process": {**local, "load_before": load_in},
         "openenv": {**served, "load_before": load_env},
-        "server_overhead_per_step_ms": {
-            "p50": round(served["p50_ms"] - local["p50_ms"], 3),
-            "p99": round(served["p99_ms"] - local["p99_ms"], 3)},
+        "one_session": {"in_process": alone_local, "openenv": alone_served},
+        "server_overhead_per_step": {
+            "cpu_us": (round(cpu_served - cpu_local, 1)
+                       if cpu_served is not None and cpu_local is not None else None),
+            "one_session_p50_ms": round(alone_served["p50_ms"] - alone_local["p50_ms"], 3),
+            "one_session_p99_ms": round(alone_served["p99_ms"] - alone_local["p99_ms"], 3),
+            f"{args.sessions}_sessions_p50_ms": round(served["p50_ms"] - local["p50_ms"], 3),
+            f"{args.sessions}_sessions_p99_ms": round(served["p99_ms"] - local["p99_ms"], 3)},
         "throughput_ratio_openenv_to_in_process": round(
             served["steps_per_s"] / local["steps_per_s"], 3),
         "targets": {"server_p50_overhead_ms": 1.0, "openenv_steps_per_s": 1000},

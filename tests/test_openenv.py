@@ -95,3 +95,39 @@ def test_openenv_manifest_names_the_app() -> None:
     manifest = yaml.safe_load((ROOT / "openenv.yaml").read_text())
     module, attr = manifest["app"].split(":")
     assert (module, attr) == ("coworkenv.serve.openenv", "app") and manifest["name"]
+
+
+def test_json_rpc_mcp_messages_reach_the_episode_after_reset(tmp_path: Path) -> None:
+    """OpenEnv's other way in (JSON-RPC ``tools/list`` and ``tools/call`` as ``mcp`` messages on
+    the session's WebSocket) serves the episode's own tools once reset has started it, and
+    a call is the agent's action in that episode, as a ``CallToolAction`` step is."""
+    import json
+
+    from starlette.testclient import TestClient
+
+    from coworkenv.serve.openenv import create_app
+
+    task = next(t for t in builtin_tasks() if t.id == "share-onboarding")
+    app, _ = create_app([task], tmp_path / "rpc.db", run_id="rpc")
+    with TestClient(app) as client, client.websocket_connect("/ws") as ws:
+        ws.send_text(json.dumps({"type": "reset", "data": {"task_id": task.id}}))
+        assert task.instruction in ws.receive_json()["data"]["observation"]["result"]["text"]
+        ws.send_text(json.dumps({"type": "mcp", "data": {"jsonrpc": "2.0", "id": 1,
+                                                          "method": "tools/list"}}))
+        tools = {t["name"]: t for t in ws.receive_json()["data"]["result"]["tools"]}
+        assert {"directory_get_person", "docs_share", "finish"} <= set(tools)
+        assert "person" in json.dumps(tools["directory_get_person"])
+        ws.send_text(json.dumps({"type": "mcp", "data": {
+            "jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "directory_get_person", "arguments": {"person": "kai"}}}}))
+        answer = json.dumps(ws.receive_json()["data"]["result"])
+        assert "Kai" in answer, answer
+        ws.send_text(json.dumps({"type": "mcp", "data": {
+            "jsonrpc": "2.0", "id": 3, "method": "tools/call",
+            "params": {"name": "finish", "arguments": {"summary": "stop"}}}}))
+        ws.receive_json()
+    with Reader(tmp_path / "rpc.db") as r:
+        (episode,) = r.graded_episodes("rpc")
+        kinds = [e.kind for e in r.events(episode["episode_id"])]
+    assert {"tool_call", "tool_result", "finish"} <= set(kinds), sorted(set(kinds))
+    assert episode["termination"] == "agent_finished", episode

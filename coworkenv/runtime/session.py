@@ -21,6 +21,7 @@ agent's seat hands over one observation and waits for one action: bounded stream
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import json
@@ -143,6 +144,11 @@ class SessionAgent(Actor):
         self.acted = 0
         self.waits = 0
 
+    def end(self) -> None:
+        """The episode is over: whoever waits to be told is told so (``EndOfStream``) once
+        what was already sent has been received."""
+        self._told_in.close()
+
     def close(self) -> None:
         """Close the seat's streams (the episode is over)."""
         for stream in (self._told_in, self.told, self.actions, self._actions_out):
@@ -231,29 +237,24 @@ class Session:
     async def _run(self) -> None:
         assert self.kernel is not None
         assert self._ended is not None
+        assert self.agent is not None
+        agent, ended = self.agent, self._ended
         try:
             self.result = await self.kernel.run()
         except Exception as exc:  # (this session fails; the others go on)
             self.error = exc
         finally:
-            self._ended.set()
+            ended.set()
+            agent.end()
 
     async def _next(self) -> list[dict[str, Any]] | None:
-        """What the agent is told before its next decision (None: the episode ended)."""
+        """What the agent is told before its next decision (None: the episode ended). One
+        receive: the episode's end closes the stream (what was sent before still arrives)."""
         assert self.agent is not None
-        told: list[list[dict[str, Any]]] = []
-        async with anyio.create_task_group() as tg:
-            async def receive() -> None:
-                told.append(await self.agent.told.receive())  # type: ignore[union-attr]
-                tg.cancel_scope.cancel()
-
-            async def ended() -> None:
-                await self._ended.wait()  # type: ignore[union-attr]
-                tg.cancel_scope.cancel()
-
-            tg.start_soon(receive)
-            tg.start_soon(ended)
-        return told[0] if told else None
+        try:
+            return await self.agent.told.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            return None
 
     async def step(self, action: Action) -> tuple[Observation, float, bool, dict[str, Any]]:
         """Take one action; return (what the agent was told until its next decision, the
@@ -304,8 +305,9 @@ class Session:
                         await self.agent.actions.send(Action.end(text))  # type: ignore[union-attr]
 
                     async def drain() -> None:  # (an observation may be waiting: drop it)
-                        while True:
-                            await self.agent.told.receive()  # type: ignore[union-attr]
+                        with contextlib.suppress(anyio.EndOfStream, anyio.ClosedResourceError):
+                            while True:
+                                await self.agent.told.receive()  # type: ignore[union-attr]
 
                     tg.start_soon(end)
                     tg.start_soon(drain)

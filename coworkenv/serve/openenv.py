@@ -60,23 +60,75 @@ def environment_class(host: Any) -> type[Any]:
                 obs.result if obs.result is not None else obs.error.model_dump()))],
                 is_error=obs.error is not None)
 
+    from fastmcp import Client
+    from openenv.core.env_server.mcp_types import ListToolsObservation
+    from openenv.core.env_server.mcp_types import Tool as ListedTool
+
+    no_tools = FastMCP("coworkenv")  # (what a session serves before its first reset)
+
     class CoworkEnvironment(MCPEnvironment):  # type: ignore[misc]
         SUPPORTS_CONCURRENT_SESSIONS = True
 
         def __init__(self) -> None:
-            super().__init__(FastMCP("coworkenv"))
+            self._offered: list[dict[str, Any]] | None = None
+            super().__init__(no_tools)
+            self._no_tools_client = self.mcp_client
             self.session: Session | None = None
 
-        def _serve_tools(self, offered: list[dict[str, Any]]) -> None:
-            """The MCP server of this episode: the task's tools (reset changes them)."""
+        # The episode's FastMCP server (the task's tools; reset changes them) is built when
+        # something first asks for it: OpenEnv's JSON-RPC MCP messages do; CallToolAction
+        # and ListToolsAction steps, what trainers send, do not (44 tools cost about 5 ms to
+        # register, more than a whole episode's steps cost the server).
+        @property  # type: ignore[misc]
+        def mcp_server(self) -> Any:
+            self._build()
+            return self.__dict__.get("_mcp_server")
+
+        @mcp_server.setter
+        def mcp_server(self, value: Any) -> None:
+            self.__dict__["_mcp_server"] = value
+
+        @property  # type: ignore[misc]
+        def mcp_client(self) -> Any:
+            self._build()
+            return self.__dict__.get("_mcp_client")
+
+        @mcp_client.setter
+        def mcp_client(self, value: Any) -> None:
+            self.__dict__["_mcp_client"] = value
+
+        def _build(self) -> None:
+            offered, self._offered = self.__dict__.get("_offered"), None
+            if offered is None:
+                return
             server = FastMCP("coworkenv")
             for t in offered:
                 fn = t["function"]
                 server.add_tool(EpisodeTool(name=fn["name"], description=fn.get("description"),
                                             parameters=fn["parameters"], env=self))
-            from fastmcp import Client
-
             self.mcp_server, self.mcp_client = server, Client(server)
+
+        @contextlib.asynccontextmanager
+        async def mcp_session(self) -> AsyncIterator[Any]:
+            """The MCP client session (OpenEnv opens one per connection). Before a reset there
+            is nothing to serve, so nothing is connected: connecting costs about 3 ms, more
+            than the server spends on a whole episode's steps."""
+            client = self._require_mcp_client()
+            if client is self._no_tools_client:
+                yield client
+                return
+            async with client:
+                yield client
+
+        def _serve_tools(self, offered: list[dict[str, Any]]) -> None:
+            """This episode's tools: listed at once, served over MCP when first asked."""
+            self._listed = offered
+            self._offered = offered
+
+        async def _async_handle_list_tools(self) -> Any:
+            return ListToolsObservation(tools=[ListedTool(
+                name=t["function"]["name"], description=t["function"].get("description") or "",
+                input_schema=t["function"]["parameters"]) for t in getattr(self, "_listed", [])])
 
         # reset ---------------------------------------------------------------------------
         async def reset_async(self, seed: int | None = None, episode_id: str | None = None,
@@ -94,7 +146,7 @@ def environment_class(host: Any) -> type[Any]:
                 await host.acall(self.session.close())
             self.session = session = host.sessions.session()
             first = await host.acall(session.reset(task_id, seed=seed))
-            offered = agent_tools(host.sessions.toolset(task_id))
+            offered = host.offered(task_id)
             self._serve_tools(offered)
             return CallToolObservation(tool_name="reset", result={
                 **_payload(first, session), "tools": [t["function"]["name"] for t in offered]},
@@ -142,6 +194,7 @@ def environment_class(host: Any) -> type[Any]:
         def close(self) -> None:
             if self.session is not None and not self.session.done:
                 host.call(self.session.close())
+            self._offered = None  # (no server is built only to be closed)
             super().close()
 
     return CoworkEnvironment
@@ -156,6 +209,15 @@ class LoopSessions:
     def __init__(self, sessions: Sessions) -> None:
         self.sessions = sessions
         self.loop: asyncio.AbstractEventLoop | None = None
+        self._offered: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+
+    def offered(self, task_id: str) -> list[dict[str, Any]]:
+        """The functions a session of ``task_id`` offers, with their schemas: one list per
+        tool set, shared by the sessions that offer it (read, never changed)."""
+        names = tuple(self.sessions.toolset(task_id))
+        if names not in self._offered:
+            self._offered[names] = agent_tools(list(names))
+        return self._offered[names]
 
     async def acall(self, coro: Any) -> Any:
         return await coro
@@ -190,7 +252,27 @@ def create_app(tasks: list[Any], db: str | Path, *, run_id: str | None = None,
     app = create_fastapi_app(env, CallToolAction, CallToolObservation,
                              max_concurrent_envs=max_sessions)
     app.router.lifespan_context = host.lifespan
+    app.add_middleware(QuietDisconnects)
     return app, host
+
+
+class QuietDisconnects:
+    """ASGI middleware: a WebSocket whose client has already gone is not an error. (OpenEnv's
+    endpoint closes the socket after the client's ``close`` message, when the client may have
+    disconnected already; uvicorn would log that as a traceback per episode, and formatting it
+    costs the server more than the episode's steps.)"""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope.get("type") != "websocket":
+            await self.app(scope, receive, send)
+            return
+        from starlette.websockets import WebSocketDisconnect
+
+        with contextlib.suppress(WebSocketDisconnect):
+            await self.app(scope, receive, send)
 
 
 def __getattr__(name: str) -> Any:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..errors import ToolError
@@ -84,17 +84,19 @@ class Tool:
 
     def openai_schema(self) -> dict[str, Any]:
         """The tool as an OpenAI function schema (built once; each caller gets its own copy:
-        pydantic's schema generation costs about 0.5 ms a tool, on every episode's reset)."""
+        pydantic's schema generation costs about 0.5 ms a tool, on every episode's reset, and a
+        deep copy about 0.1 ms, so the copy is decoded from the schema's JSON)."""
         key = (self.name, self.args)
         if key not in _SCHEMAS:
             schema = self.args.model_json_schema()
             schema.pop("title", None)
-            _SCHEMAS[key] = {"type": "function", "function": {
-                "name": self.name, "description": self.description, "parameters": schema}}
-        return copy.deepcopy(_SCHEMAS[key])
+            _SCHEMAS[key] = orjson.dumps({"type": "function", "function": {
+                "name": self.name, "description": self.description, "parameters": schema}})
+        out: dict[str, Any] = orjson.loads(_SCHEMAS[key])
+        return out
 
 
-_SCHEMAS: dict[tuple[str, type], dict[str, Any]] = {}
+_SCHEMAS: dict[tuple[str, type], bytes] = {}
 
 
 REGISTRY: dict[str, Tool] = {}
