@@ -25,7 +25,6 @@ import threading
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -204,25 +203,27 @@ class ChatModel:
 
 
 class ChatServer:
-    """``POST /v1/chat/completions`` and ``GET /v1/models`` over HTTP for one :class:`ChatModel`.
+    """``POST /v1/chat/completions`` and ``GET /v1/models`` for one :class:`ChatModel`, a
+    Starlette app on uvicorn (:class:`~coworkenv.serve.http.AppServer`).
 
-    Handler threads queue their requests; one generation thread serves them in batches of up to
-    ``max_batch`` (``max_batch=1``: one at a time), each gathered until no request came for
-    ``gather_s`` seconds."""
+    Requests are queued from the event loop (tokenized in a worker thread); one generation
+    thread serves them in batches of up to ``max_batch`` (``max_batch=1``: one at a time), each
+    gathered until no request came for ``gather_s`` seconds."""
 
     def __init__(self, model: ChatModel, host: str = "127.0.0.1", port: int = 0, *,
                  max_batch: int = 64, gather_s: float = 0.01) -> None:
         if max_batch < 1:
             raise ValueError(f"max_batch must be at least 1, not {max_batch}")
+        from ..serve.http import AppServer
+
         self.model = model
         self.max_batch = max_batch
         self.gather_s = gather_s
         """A batch is closed once no new request came for this long (or it is full)."""
         self._queue: queue.Queue[tuple[Request, list[int], Future[dict[str, Any]]] | None] = (
             queue.Queue())
-        self._server = ThreadingHTTPServer((host, port), self._handler())
-        self._server.daemon_threads = True
-        self._generator = threading.Thread(target=self._generate, name="coworkenv-serve",
+        self._server = AppServer(self.app(), host, port, name="coworkenv-serve")
+        self._generator = threading.Thread(target=self._generate, name="coworkenv-generate",
                                            daemon=True)
         self._generator.start()
 
@@ -235,11 +236,12 @@ class ChatServer:
         self._server.serve_forever()
 
     def __enter__(self) -> ChatServer:
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        self._serving = self._server.serve_in_thread()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._server.shutdown()
+        self._serving.join(timeout=60)
         self._server.server_close()
         self._queue.put(None)
         self._generator.join(timeout=60)
@@ -250,17 +252,62 @@ class ChatServer:
                                             "checkpoint": m.path, "weights_sha256": m.sha,
                                             "device": m.device, "max_batch": self.max_batch}]}
 
-    def chat(self, body: dict[str, Any]) -> dict[str, Any]:
+    def submit(self, body: dict[str, Any]) -> Future[dict[str, Any]]:
+        """Queue one chat request for the generation thread (a bad request fails here, alone,
+        before batching)."""
         request = Request.from_body(body)
-        prompt = self.model.prompt(request)  # (a bad request fails alone, before batching)
+        prompt = self.model.prompt(request)
         done: Future[dict[str, Any]] = Future()
         self._queue.put((request, prompt, done))
-        r = done.result()
+        return done
+
+    def completion(self, reply: dict[str, Any]) -> dict[str, Any]:
         return {"id": f"chatcmpl-{self.model.calls}", "object": "chat.completion",
                 "created": int(time.time()), "model": self.model.name,
-                "choices": [{"index": 0, "message": r["message"],
-                             "finish_reason": r["finish_reason"]}],
-                "usage": r["usage"]}
+                "choices": [{"index": 0, "message": reply["message"],
+                             "finish_reason": reply["finish_reason"]}],
+                "usage": reply["usage"]}
+
+    def chat(self, body: dict[str, Any]) -> dict[str, Any]:
+        return self.completion(self.submit(body).result())
+
+    def app(self) -> Any:
+        """The HTTP routes, as a Starlette app."""
+        import asyncio
+
+        import anyio.to_thread
+        from starlette.applications import Starlette
+        from starlette.requests import Request as HTTPRequest
+        from starlette.responses import JSONResponse
+        from starlette.routing import Route
+
+        def error(status: int, kind: str, message: str) -> JSONResponse:
+            return JSONResponse({"error": {"message": message, "type": kind}},
+                                status_code=status)
+
+        async def models(request: HTTPRequest) -> JSONResponse:
+            return JSONResponse(self.models())
+
+        async def chat(request: HTTPRequest) -> JSONResponse:
+            try:
+                body = json.loads(await request.body())
+                done = await anyio.to_thread.run_sync(self.submit, body)
+            except (ValueError, TypeError, KeyError) as exc:
+                return error(400, "invalid_request_error", f"{type(exc).__name__}: {exc}")
+            try:
+                reply = await asyncio.wrap_future(done)
+            except Exception as exc:  # (the batch failed: every request in it says why)
+                return error(500, "server_error", f"{type(exc).__name__}: {exc}")
+            return JSONResponse(self.completion(reply))
+
+        async def not_found(request: HTTPRequest) -> JSONResponse:
+            return error(404, "not_found", f"no route {request.url.path}")
+
+        return Starlette(routes=[
+            *(Route(p, models, methods=["GET"]) for p in ("/v1/models", "/models", "/health")),
+            *(Route(p, chat, methods=["POST"])
+              for p in ("/v1/chat/completions", "/chat/completions")),
+            Route("/{path:path}", not_found, methods=["GET", "POST"])])
 
     def _generate(self) -> None:
         """The generation thread: take what is waiting, serve it in batches, repeat."""
@@ -295,44 +342,3 @@ class ChatServer:
             return
         for (_, _, done), reply in zip(batch, replies, strict=True):
             done.set_result(reply)
-
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def _send(self, status: int, payload: dict[str, Any]) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_GET(self) -> None:
-                if self.path.rstrip("/") in ("/v1/models", "/models", "/health"):
-                    self._send(200, outer.models())
-                else:
-                    self._send(404, {"error": {"message": f"no route {self.path}",
-                                               "type": "not_found"}})
-
-            def do_POST(self) -> None:
-                if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
-                    self._send(404, {"error": {"message": f"no route {self.path}",
-                                               "type": "not_found"}})
-                    return
-                try:
-                    body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
-                    self._send(200, outer.chat(body))
-                except (ValueError, TypeError, KeyError) as exc:
-                    self._send(400, {"error": {"message": f"{type(exc).__name__}: {exc}",
-                                               "type": "invalid_request_error"}})
-                except Exception as exc:
-                    self._send(500, {"error": {"message": f"{type(exc).__name__}: {exc}",
-                                               "type": "server_error"}})
-
-        return Handler

@@ -11,7 +11,6 @@ import base64
 import hashlib
 import json
 import re
-import threading
 from collections.abc import Callable, Sequence
 from http import HTTPStatus
 from importlib import resources
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
+from ..serve.http import AppServer
 from ..store import NotFoundError, Reader
 from . import api
 
@@ -44,43 +44,14 @@ def _flag(v: str | None) -> bool | None:
     return v in ("1", "true", "yes", "pass", "passed")
 
 
-class ViewerServer:
-    """The viewer's Starlette app served by uvicorn on a socket bound at construction (so a
-    busy port fails here, and ``port=0`` knows its port before serving)."""
+class ViewerServer(AppServer):
+    """The viewer's Starlette app served by uvicorn (see :class:`AppServer`)."""
 
     def __init__(self, db: Path | Sequence[Path], host: str = "127.0.0.1",
                  port: int = 8765) -> None:
-        import socket
-
-        import uvicorn
-
         self.db = db
-        self.app = viewer_app(db)  # (fails now, with a clear message, if not a store)
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        self._socket = socket.socket(family, socket.SOCK_STREAM)
-        self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            self._socket.bind((host, port))
-        except OSError:
-            self._socket.close()
-            raise
-        self.server_address: tuple[str, int] = self._socket.getsockname()[:2]
-        self._server = uvicorn.Server(uvicorn.Config(self.app, log_level="warning",
-                                                     lifespan="off"))
-
-    def serve_forever(self) -> None:
-        self._server.run(sockets=[self._socket])
-
-    def serve_in_thread(self) -> threading.Thread:
-        t = threading.Thread(target=self.serve_forever, name="coworkenv-view", daemon=True)
-        t.start()
-        return t
-
-    def shutdown(self) -> None:
-        self._server.should_exit = True
-
-    def server_close(self) -> None:
-        self._socket.close()
+        super().__init__(viewer_app(db), host, port,  # (fails now, clearly, if not a store)
+                         name="coworkenv-view")
 
 
 def viewer_app(db: Path | Sequence[Path]) -> Any:

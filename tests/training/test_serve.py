@@ -110,3 +110,26 @@ def test_max_batch_must_be_positive(model: Any) -> None:
 
     with pytest.raises(ValueError, match="max_batch must be at least 1, not 0"):
         ChatServer(model, max_batch=0)
+
+
+def test_bad_requests_are_answered_with_what_is_wrong(model: Any) -> None:
+    """A request that is not JSON, or not a chat request, gets a 400 that says why; an unknown
+    path a 404; the models route names the checkpoint; the server goes on serving."""
+    from coworkenv.training.serve import ChatServer
+
+    with ChatServer(model, max_batch=2) as srv:
+        req = urllib.request.Request(srv.base_url + "/chat/completions", data=b"{not json",
+                                     headers={"Content-Type": "application/json"})
+        with pytest.raises(urllib.error.HTTPError) as bad:
+            urllib.request.urlopen(req, timeout=60)
+        assert bad.value.code == 400
+        assert json.loads(bad.value.read())["error"]["type"] == "invalid_request_error"
+        status, body = _post(srv.base_url, {"messages": "hello"})
+        assert status == 400 and body["error"]["type"] == "invalid_request_error", body
+        with pytest.raises(urllib.error.HTTPError) as missing:
+            urllib.request.urlopen(srv.base_url + "/nothing", timeout=60)
+        assert missing.value.code == 404
+        with urllib.request.urlopen(srv.base_url + "/models", timeout=60) as r:
+            assert json.loads(r.read())["data"][0]["id"] == "smollm2"
+        status, body = _post(srv.base_url, BODIES[2])
+        assert status == 200 and body["choices"][0]["message"]["role"] == "assistant"
