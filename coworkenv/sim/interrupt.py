@@ -5,12 +5,14 @@ request`, or by the first of its ``signals``), no episode starts; the running on
 cancelled, and the runner records them as aborted; every episode that finished is committed
 and stays recorded, so ``--resume`` runs only what is left. The runner then raises
 :class:`~coworkenv.sim.errors.RunInterrupted`. A further signal calls ``on_second`` (the
-command line exits at once there, losing at most the store's last uncommitted batch).
+command line exits at once there, losing at most the store's last uncommitted batch), also
+once the run has returned and the event loop is shutting down.
 """
 
 from __future__ import annotations
 
 import signal
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -95,6 +97,27 @@ class Interrupt:
                     tg.cancel_scope.cancel()
         finally:
             self._listening = False
+            if self.requested and self.on_second is not None:
+                self._keep_listening_for_a_second()
+
+    def _keep_listening_for_a_second(self) -> None:
+        """After the block, while the event loop shuts down and until the process exits, a
+        further signal is still a second one (``on_second``), not Python's default
+        KeyboardInterrupt in the middle of the loop's cleanup. Main thread only."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        on_second = self.on_second
+        assert on_second is not None
+
+        def second(signum: int, frame: object) -> None:
+            if time.monotonic() - self._at < self.repeat_after:
+                return  # (the first, delivered twice)
+            for hook in self._before_second:
+                hook(signum)
+            on_second(signum)
+
+        for s in self.signals:
+            signal.signal(s, second)
 
     async def _listen(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
         with anyio.open_signal_receiver(*self.signals) as received:

@@ -119,9 +119,16 @@ def test_signals_request_once_then_call_on_second() -> None:
             await anyio.sleep(0.1)
         return scope.cancelled_caught
 
-    assert anyio.run(go)
-    assert stop.requested and stop.signum == signal.SIGUSR1
-    assert heard == [signal.SIGUSR1] and seconds == [signal.SIGUSR1]
+    before = signal.getsignal(signal.SIGUSR1)
+    try:
+        assert anyio.run(go)
+        assert stop.requested and stop.signum == signal.SIGUSR1
+        assert heard == [signal.SIGUSR1] and seconds == [signal.SIGUSR1]
+        # after the block (the loop is gone), a further signal is still a second one
+        signal.raise_signal(signal.SIGUSR1)
+        assert seconds == [signal.SIGUSR1, signal.SIGUSR1]
+    finally:
+        signal.signal(signal.SIGUSR1, before)
 
 
 @pytest.mark.parametrize("processes", [1, 2])
@@ -137,10 +144,10 @@ def test_a_second_ctrl_c_leaves_a_store_that_resumes(tmp_path: Path, processes: 
     # itself, which a shell reports as 130 too)
     assert rc in (130, -signal.SIGINT), err
     assert "Traceback" not in err, err
-    # (the second may also land while the interpreter shuts the loop down, after the run's
-    # own handler is gone: then the first's notice is all there is; seen under load)
-    assert ("second interrupt: stopping at once" in err or "interrupted: " in err
-            or "stopping: no new episode starts" in err), err
+    if rc == 130:  # (the second stopped it at once, or the first's run had ended already)
+        assert "second interrupt: stopping at once" in err or "interrupted: " in err, err
+    else:  # (the second landed in the interpreter's last steps: the first's notice is there)
+        assert "stopping: no new episode starts" in err, err
     time.sleep(0.5)  # (children killed with the parent are gone)
     with sqlite3.connect(db) as c:
         assert c.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
