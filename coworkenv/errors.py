@@ -11,7 +11,8 @@
     │       EndpointUnreachableError (a RunConfigError of coworkenv.runtime: a model
     │       endpoint that does not answer, found before the run)
     ├── WorkspaceError         coworkenv.workspace
-    │   └── ToolError          (returned to the agent as an observation, never raised out)
+    │   ├── ToolError          (returned to the agent as an observation, never raised out)
+    │   └── AppError           an app plugin that cannot be loaded or breaks the contract
     ├── IncompleteOutputError  coworkenv.outputs: an output cut short or changed
     └── TrainingDataError      coworkenv.training: nothing left to export or to train on
         └── NothingToExportError, NothingToTrainError

@@ -1,7 +1,10 @@
-"""The simulated company: entities, state, tools and the catalog."""
+"""The simulated company: entities, state, tools and the catalog; the apps it is made of
+(:mod:`coworkenv.workspace.apps`: ``App``, ``Table``, ``Entity``, ``tool``, ``ToolArgs`` and
+``ToolContext`` are what an app plugin builds with)."""
 
+from .apps import App, Table
 from .catalog import markdown_table, openai_tools
-from .errors import ToolError, WorkspaceError
+from .errors import AppError, ToolError, WorkspaceError
 from .models import (
     ENTITY_TYPES,
     CalendarEvent,
@@ -10,6 +13,7 @@ from .models import (
     Comment,
     Document,
     Email,
+    Entity,
     Group,
     Person,
     Ticket,
@@ -21,23 +25,30 @@ from .models import (
 )
 from .replay import replay_events
 from .seed import WorkspaceSeed
-from .tools import REGISTRY, Notification, Tool, ToolOutcome, execute_tool
+from .tools import REGISTRY, Notification, Tool, ToolArgs, ToolContext, ToolOutcome, execute_tool
+from .tools._base import tool
 
 __all__ = [
     "ENTITY_TYPES",
     "REGISTRY",
+    "App",
+    "AppError",
     "CalendarEvent",
     "Channel",
     "ChatMessage",
     "Comment",
     "Document",
     "Email",
+    "Entity",
     "Group",
     "Notification",
     "Person",
+    "Table",
     "Ticket",
     "TicketQueue",
     "Tool",
+    "ToolArgs",
+    "ToolContext",
     "ToolError",
     "ToolOutcome",
     "WorkspaceError",
@@ -50,4 +61,5 @@ __all__ = [
     "openai_tools",
     "parse_iso",
     "replay_events",
+    "tool",
 ]

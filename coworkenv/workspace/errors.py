@@ -27,6 +27,11 @@ class WorkspaceError(CoworkenvError):
     """Base class of the workspace's errors."""
 
 
+class AppError(WorkspaceError):
+    """An app (a plugin of :mod:`coworkenv.workspace.apps`) that cannot be loaded, or that
+    breaks the app contract."""
+
+
 class ToolError(WorkspaceError):
     def __init__(self, code: ErrorCode, message: str, field: str | None = None) -> None:
         self.code = code

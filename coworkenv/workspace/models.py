@@ -139,30 +139,12 @@ class Ticket(Entity):
     resolved_at: str = ""
 
 
-AppName = Literal["directory", "email", "channel", "chat", "calendar", "docs", "tickets"]
 
-ENTITY_TYPES: dict[str, type[Entity]] = {
-    "directory": Person,
-    "email": Email,
-    "channel": Channel,
-    "chat": ChatMessage,
-    "calendar": CalendarEvent,
-    "docs": Document,
-    "tickets": Ticket,
-    "groups": Group,
-    "queues": TicketQueue,
-}
-ID_PREFIX: dict[str, str] = {
-    "directory": "p",
-    "email": "m",
-    "channel": "c",
-    "chat": "msg",
-    "calendar": "ev",
-    "docs": "doc",
-    "tickets": "T",
-    "groups": "g",
-    "queues": "q",
-}
+ENTITY_TYPES: dict[str, type[Entity]] = {}
+"""Each table of the installed apps and its entity model (filled by
+:func:`coworkenv.workspace.apps.install`)."""
+ID_PREFIX: dict[str, str] = {}
+"""Each table's id prefix (``p`` -> ``p1``, ``p2``, ...), from the installed apps."""
 
 
 class WorkspaceState:
@@ -174,42 +156,42 @@ class WorkspaceState:
         self.tables: dict[str, dict[str, Any]] = {app: {} for app in ENTITY_TYPES}
         self.counters: dict[str, int] = dict.fromkeys(ENTITY_TYPES, 0)
 
-    # typed views -----------------------------------------------------------------------
+    # typed views of the built-in apps' tables (empty where the app is not installed) -----
     @property
     def people(self) -> dict[str, Person]:
-        return self.tables["directory"]
+        return self.tables.get("directory", {})
 
     @property
     def emails(self) -> dict[str, Email]:
-        return self.tables["email"]
+        return self.tables.get("email", {})
 
     @property
     def channels(self) -> dict[str, Channel]:
-        return self.tables["channel"]
+        return self.tables.get("channel", {})
 
     @property
     def chat(self) -> dict[str, ChatMessage]:
-        return self.tables["chat"]
+        return self.tables.get("chat", {})
 
     @property
     def calendar(self) -> dict[str, CalendarEvent]:
-        return self.tables["calendar"]
+        return self.tables.get("calendar", {})
 
     @property
     def docs(self) -> dict[str, Document]:
-        return self.tables["docs"]
+        return self.tables.get("docs", {})
 
     @property
     def tickets(self) -> dict[str, Ticket]:
-        return self.tables["tickets"]
+        return self.tables.get("tickets", {})
 
     @property
     def groups(self) -> dict[str, Group]:
-        return self.tables["groups"]
+        return self.tables.get("groups", {})
 
     @property
     def queues(self) -> dict[str, TicketQueue]:
-        return self.tables["queues"]
+        return self.tables.get("queues", {})
 
     def group_by_ref(self, ref: str) -> Group | None:
         """A group by id or address (any letter case)."""

@@ -1,7 +1,12 @@
-"""Workspace tools: importing this package registers every tool in :data:`REGISTRY`."""
+"""Workspace tools: the installed apps' tools are in :data:`REGISTRY` once this package is
+imported (the apps are loaded from the ``coworkenv.apps`` entry points: see
+:mod:`coworkenv.workspace.apps`)."""
 
-from . import calendar, chat, directory, docs, email, tickets  # noqa: F401  (registration)
 from ._base import REGISTRY, Notification, Tool, ToolArgs, ToolContext, ToolOutcome, execute_tool
 
 __all__ = ["REGISTRY", "Notification", "Tool", "ToolArgs", "ToolContext", "ToolOutcome",
            "execute_tool"]
+
+from ..apps import load as _load_apps  # (after the registry exists)
+
+_load_apps()

@@ -100,15 +100,19 @@ _SCHEMAS: dict[tuple[str, type], bytes] = {}
 
 
 REGISTRY: dict[str, Tool] = {}
+"""The tools of the installed apps (see :mod:`coworkenv.workspace.apps`), by name."""
+ALL_TOOLS: dict[str, Tool] = {}
+"""Every tool whose module was imported, installed or not."""
 
 
 def tool(name: str, app: str, args: type[ToolArgs], *, writes: bool) -> Callable[[Handler], Handler]:
-    """Register a handler as a tool; its docstring is the description the model sees."""
+    """Register a handler as a tool of ``app``; its docstring is the description the model
+    sees. (It joins :data:`REGISTRY` when its app is installed.)"""
 
     def register(fn: Handler) -> Handler:
-        if name in REGISTRY:
+        if name in ALL_TOOLS:
             raise ValueError(f"tool {name!r} registered twice")
-        REGISTRY[name] = Tool(name, app, (fn.__doc__ or "").strip(), args, fn, writes)
+        ALL_TOOLS[name] = Tool(name, app, (fn.__doc__ or "").strip(), args, fn, writes)
         return fn
 
     return register

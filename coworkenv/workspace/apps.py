@@ -1,0 +1,217 @@
+"""Apps: what a simulated workspace is made of, as plugins.
+
+An app is an :class:`App` record: its entity tables (each an entity model with the prefix of
+the ids it hands out) and the modules whose ``@tool`` handlers are its tools (command handlers
+with their argument models, permission rules and typed errors; the ``ws.<table>.<op>`` events
+they emit are applied by the one reducer, :func:`~coworkenv.workspace.models.apply_event`).
+Apps are found through the entry-point group ``coworkenv.apps``, each entry naming an
+``App`` (``name = "package.module:RECORD"``); the six built-in apps are registered the same
+way, in coworkenv's own ``pyproject.toml``::
+
+    [project.entry-points."coworkenv.apps"]
+    retail = "coworkenv_retail:APP"
+
+Loading checks every app against the contract (:func:`check_app`) and refuses one that breaks
+it with :class:`AppError`, naming the entry point and what is wrong. The tool registry, the
+entity tables and their id prefixes are then built from the apps, in the order of their
+names. :func:`installed` lists them; :func:`only` runs a block with a subset installed (an
+app taken away, say).
+
+Not yet part of the seam (the built-in apps still own them in the core): seed-data schema
+(``WorkspaceSeed``'s fields), check kinds, safety-rule hooks, SQL projection tables and
+synthesis primitives.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+
+from .errors import AppError
+from .models import (
+    ENTITY_TYPES,
+    ID_PREFIX,
+    CalendarEvent,
+    Channel,
+    ChatMessage,
+    Document,
+    Email,
+    Entity,
+    Group,
+    Person,
+    Ticket,
+    TicketQueue,
+)
+
+GROUP = "coworkenv.apps"
+"""The entry-point group apps are registered in."""
+
+
+@dataclass(frozen=True)
+class Table:
+    """One kind of entity an app keeps: its model and the prefix of the ids it hands out
+    (``p`` -> ``p1``, ``p2``, ...)."""
+
+    entity: type[Entity]
+    prefix: str
+
+
+@dataclass(frozen=True)
+class App:
+    name: str
+    description: str
+    tables: Mapping[str, Table] = field(default_factory=dict)
+    tools: tuple[str, ...] = ()
+    """Modules whose ``@tool(name, app=<this app's name>, ...)`` handlers are the app's tools;
+    imported when the app is loaded."""
+
+
+# the built-in apps (registered in pyproject.toml like any other) ------------------------
+_TOOLS = "coworkenv.workspace.tools."
+CALENDAR = App("calendar", "Events, invitations, free/busy", {
+    "calendar": Table(CalendarEvent, "ev")}, (_TOOLS + "calendar",))
+CHAT = App("chat", "Channels, direct messages, threads", {
+    "channel": Table(Channel, "c"), "chat": Table(ChatMessage, "msg")}, (_TOOLS + "chat",))
+DIRECTORY = App("directory", "People, their roles and managers; groups (mailing lists)", {
+    "directory": Table(Person, "p"), "groups": Table(Group, "g")}, (_TOOLS + "directory",))
+DOCS = App("docs", "Documents, their sharing and versions", {
+    "docs": Table(Document, "doc")}, (_TOOLS + "docs",))
+EMAIL = App("email", "Mail: inboxes, sending, replies, labels", {
+    "email": Table(Email, "m")}, (_TOOLS + "email",))
+TICKETS = App("tickets", "Tickets and their queues (fields, transitions, members)", {
+    "tickets": Table(Ticket, "T"), "queues": Table(TicketQueue, "q")}, (_TOOLS + "tickets",))
+
+_installed: list[App] = []
+
+
+def discover() -> list[App]:
+    """Every app registered in the ``coworkenv.apps`` entry-point group, loaded."""
+    found: list[App] = []
+    for ep in entry_points(group=GROUP):
+        where = f"entry point {ep.name} = {ep.value!r} ({GROUP})"
+        try:
+            app = ep.load()
+        except Exception as exc:
+            raise AppError(f"{where}: cannot be loaded: {type(exc).__name__}: {exc}") from exc
+        if not isinstance(app, App):
+            raise AppError(f"{where}: is a {type(app).__name__}, not a coworkenv App record")
+        if app.name != ep.name:
+            raise AppError(f"{where}: names app {app.name!r}; an app is registered under its "
+                           "own name")
+        found.append(app)
+    if not found:
+        raise AppError(f"no app is registered in the {GROUP} entry-point group: coworkenv's "
+                       "own apps are registered when it is installed (pip install -e .)")
+    return found
+
+
+def check_app(app: App, others: Sequence[App] = ()) -> list[str]:
+    """What ``app`` breaks of the contract, beside ``others`` (empty: nothing). Imports its
+    tool modules. The contract: a name; tables whose models are entities, with id prefixes
+    no other table uses; at least one tool, each with an argument model whose JSON schema
+    builds, a handler and a description, and no tool name another app has."""
+    from .tools._base import ALL_TOOLS, ToolArgs
+
+    problems: list[str] = []
+    if not app.name.isidentifier():
+        problems.append(f"name: {app.name!r} is not an identifier")
+    taken = {t: o.name for o in others for t in o.tables}
+    prefixes = {tb.prefix: (o.name, t) for o in others for t, tb in o.tables.items()}
+    for name, table in app.tables.items():
+        if name in taken:
+            problems.append(f"tables.{name}: app {taken[name]} has a table of that name")
+        if not (isinstance(table.entity, type) and issubclass(table.entity, Entity)):
+            problems.append(f"tables.{name}.entity: {table.entity!r} is not an Entity model")
+        if not table.prefix or not table.prefix.isalpha():
+            problems.append(f"tables.{name}.prefix: {table.prefix!r} is not letters")
+        elif table.prefix in prefixes:
+            problems.append(f"tables.{name}.prefix: {table.prefix!r} is taken by "
+                            f"{prefixes[table.prefix][0]}.{prefixes[table.prefix][1]}")
+        prefixes[table.prefix] = (app.name, name)
+    for module in app.tools:
+        try:
+            importlib.import_module(module)
+        except Exception as exc:
+            problems.append(f"tools: module {module} cannot be imported: "
+                            f"{type(exc).__name__}: {exc}")
+    mine = [t for t in ALL_TOOLS.values() if t.app == app.name]
+    if not mine:
+        problems.append(f"tools: no tool is registered for app {app.name!r} (its modules: "
+                        f"{list(app.tools)})")
+    others_tools = {t.name for t in ALL_TOOLS.values() if t.app in {o.name for o in others}}
+    for t in mine:
+        if t.name in others_tools:
+            problems.append(f"tools.{t.name}: another app has a tool of that name")
+        if not (isinstance(t.args, type) and issubclass(t.args, ToolArgs)):
+            problems.append(f"tools.{t.name}: arguments {t.args!r} are not a ToolArgs model")
+            continue
+        try:
+            schema = t.openai_schema()["function"]["parameters"]
+        except Exception as exc:
+            problems.append(f"tools.{t.name}: no JSON schema ({type(exc).__name__}: {exc})")
+            continue
+        if schema.get("type") != "object":
+            problems.append(f"tools.{t.name}: its schema is not an object schema")
+        if not t.description:
+            problems.append(f"tools.{t.name}: no description (the handler's docstring)")
+        if not callable(t.handler):
+            problems.append(f"tools.{t.name}: the handler is not callable")
+    return problems
+
+
+def install(apps: Sequence[App]) -> None:
+    """Make ``apps`` the workspace's apps: check each (refused with :class:`AppError`), then
+    build the entity tables, id prefixes and tool registry from them, in name order."""
+    from .tools._base import ALL_TOOLS, REGISTRY
+
+    ordered = sorted(apps, key=lambda a: a.name)
+    names = [a.name for a in ordered]
+    if len(set(names)) != len(names):
+        raise AppError(f"apps: two apps are named alike: {names}")
+    # each checked against those before it, the ones installed already first: a clash is
+    # the newcomer's
+    was = {a.name for a in _installed}
+    for i, app in enumerate(checking := sorted(ordered, key=lambda a: (a.name not in was,
+                                                                      a.name))):
+        problems = check_app(app, checking[:i])
+        if problems:
+            raise AppError(f"app {app.name}: " + "; ".join(problems))
+    ENTITY_TYPES.clear()
+    ID_PREFIX.clear()
+    for app in ordered:
+        for name, table in app.tables.items():
+            ENTITY_TYPES[name] = table.entity
+            ID_PREFIX[name] = table.prefix
+    REGISTRY.clear()
+    for app in ordered:
+        REGISTRY.update((t.name, t) for t in ALL_TOOLS.values() if t.app == app.name)
+    _installed[:] = ordered
+
+
+def installed() -> list[App]:
+    """The apps the workspace is made of now, in name order."""
+    return list(_installed)
+
+
+@contextmanager
+def only(*names: str) -> Iterator[list[App]]:
+    """Run a block with only the named apps installed (then the ones before again)."""
+    before = installed()
+    unknown = sorted(set(names) - {a.name for a in before})
+    if unknown:
+        raise AppError(f"apps: not installed: {unknown}; installed: "
+                       f"{[a.name for a in before]}")
+    install([a for a in before if a.name in names])
+    try:
+        yield installed()
+    finally:
+        install(before)
+
+
+def load() -> None:
+    """Install every registered app (done once, when the workspace is first imported)."""
+    if not _installed:
+        install(discover())
