@@ -70,6 +70,11 @@ def episode_server(session: Session, tools: list[dict[str, Any]], instructions: 
                   on_call_tool=call_tool)
 
 
+GRACE_S = 10.0
+"""How long an HTTP episode server waits, once the episode is over, for the client to close
+its connections before it stops anyway."""
+
+
 class HttpEpisode:
     """An episode's MCP endpoint over streamable HTTP (see :func:`episode_http`)."""
 
@@ -87,7 +92,8 @@ async def episode_http(session: Session, tools: list[dict[str, Any]], instructio
                        ) -> AsyncIterator[HttpEpisode]:
     """Serve ``session``'s tools over streamable HTTP (uvicorn) while the block runs
     (``port=0``: a free port). ``stopped`` is set when the server ends (its own signal
-    handling included); ``stop_when_over`` stops it once the episode is over."""
+    handling included); ``stop_when_over`` stops it once the episode is over and the client
+    has gone (or :data:`GRACE_S` later)."""
     import socket
 
     import uvicorn
@@ -96,15 +102,9 @@ async def episode_http(session: Session, tools: list[dict[str, Any]], instructio
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
     bound = sock.getsockname()[1]
-    web: Any = None
-    served: HttpEpisode | None = None
-
-    def over() -> None:  # (the last answer goes out first: uvicorn drains on exit)
-        if served is not None:
-            served.stop()
-
+    ended = anyio.Event()
     server = episode_server(session, tools, instructions,
-                            on_over=over if stop_when_over else None)
+                            on_over=ended.set if stop_when_over else None)
     web = uvicorn.Server(uvicorn.Config(server.streamable_http_app(host=host), host=host,
                                         log_level="warning", lifespan="on"))
     served = HttpEpisode(web, f"http://{host}:{bound}/mcp")
@@ -116,8 +116,23 @@ async def episode_http(session: Session, tools: list[dict[str, Any]], instructio
             served.stopped.set()
             sock.close()
 
+    watching = anyio.CancelScope()
+
+    async def stop_after_the_client() -> None:
+        """Once the episode is over, stop when the client has closed its connections (its
+        session's last request, a DELETE, comes after the last answer), or after a grace."""
+        with watching:
+            await ended.wait()
+            with anyio.move_on_after(GRACE_S):
+                # (uvicorn keeps its open connections in a set, and says nothing when it changes)
+                while web.server_state.connections:  # noqa: ASYNC110
+                    await anyio.sleep(0.02)
+            served.stop()
+
     async with anyio.create_task_group() as tg:
         tg.start_soon(serve)
+        if stop_when_over:
+            tg.start_soon(stop_after_the_client)
         # (uvicorn says it has started only by a flag)
         while not web.started and not served.stopped.is_set():  # noqa: ASYNC110
             await anyio.sleep(0.005)
@@ -129,6 +144,7 @@ async def episode_http(session: Session, tools: list[dict[str, Any]], instructio
             yield served
         finally:
             served.stop()
+            watching.cancel()
 
 
 def _say(text: str) -> None:

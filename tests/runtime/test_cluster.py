@@ -103,14 +103,25 @@ def test_a_killed_host_loses_no_episode(cluster: str, one_process: Path,
     recorded as lost attempts and runs again; every pair ends completed once."""
     db = tmp_path / "ray.db"
     killed: list[int] = []
+    done = [0, 0]  # episodes done, and done at the last kill
+
+    def lost_yet() -> bool:
+        with sqlite3.connect(db) as c:
+            return bool(c.execute("SELECT count(*) FROM episodes WHERE status = 'failed'")
+                        .fetchone()[0])
 
     def on_done(_: object) -> None:
-        if not killed:
+        # A host killed between its batches (every one of them back already) loses nothing:
+        # then kill again, 40 episodes later, up to three times.
+        done[0] += 1
+        if len(killed) < 3 and (not killed or (done[0] - done[1] >= 40 and not lost_yet())):
             pids = _host_pids(tmp_path / "shards")
             assert pids, "no episode host process found"
             os.kill(pids[0], signal.SIGKILL)
             killed.append(pids[0])
-            print(f"killed episode host process {pids[0]}", flush=True)
+            done[1] = done[0]
+            print(f"killed episode host process {pids[0]} after {done[0]} episodes",
+                  flush=True)
 
     result = run(RunConfig(tasks=[TASKS], db=db, run_id="r", trials=TRIALS, ray=cluster,
                            hosts=2, concurrency=16, shard_dir=str(tmp_path / "shards")),
