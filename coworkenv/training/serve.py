@@ -204,7 +204,7 @@ class ChatModel:
 
 class ChatServer:
     """``POST /v1/chat/completions`` and ``GET /v1/models`` for one :class:`ChatModel`, a
-    Starlette app on uvicorn (:class:`~coworkenv.serve.http.AppServer`).
+    Starlette app on uvicorn (:class:`~coworkenv.http_server.AppServer`).
 
     Requests are queued from the event loop (tokenized in a worker thread); one generation
     thread serves them in batches of up to ``max_batch`` (``max_batch=1``: one at a time), each
@@ -214,7 +214,7 @@ class ChatServer:
                  max_batch: int = 64, gather_s: float = 0.01) -> None:
         if max_batch < 1:
             raise ValueError(f"max_batch must be at least 1, not {max_batch}")
-        from ..serve.http import AppServer
+        from ..http_server import AppServer
 
         self.model = model
         self.max_batch = max_batch

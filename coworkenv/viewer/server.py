@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-from ..serve.http import AppServer
+from ..http_server import AppServer
 from ..store import NotFoundError, Reader
 from . import api
 
