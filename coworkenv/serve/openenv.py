@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -102,10 +103,11 @@ def environment_class(host: Any) -> type[Any]:
             if offered is None:
                 return
             server = FastMCP("coworkenv")
-            for t in offered:
+            for t in offered:  # (copies: the offered list is shared by the host's sessions)
                 fn = t["function"]
                 server.add_tool(EpisodeTool(name=fn["name"], description=fn.get("description"),
-                                            parameters=fn["parameters"], env=self))
+                                            parameters=copy.deepcopy(fn["parameters"]),
+                                            env=self))
             self.mcp_server, self.mcp_client = server, Client(server)
 
         @contextlib.asynccontextmanager
