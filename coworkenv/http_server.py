@@ -1,6 +1,7 @@
 """An ASGI app (Starlette) served by uvicorn on a socket bound at construction: a busy port
 fails there, with the OS's error, and ``port=0`` knows its port before serving. Used by the
-viewer (``coworkenv view``) and the model server (``coworkenv serve``)."""
+viewer (``coworkenv view``) and the model server (``coworkenv serve``); the MCP episode server
+binds its socket the same way (:func:`bound_socket`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,19 @@ import socket
 import threading
 import time
 from typing import Any
+
+
+def bound_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``host:port`` (``port=0``: a free one), not yet listening; a busy
+    port raises the OS's error here, with the socket closed."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
 
 class AppServer:
@@ -19,14 +33,7 @@ class AppServer:
         import uvicorn
 
         self.app, self.name = app, name
-        self._socket = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET,
-                                     socket.SOCK_STREAM)
-        self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            self._socket.bind((host, port))
-        except OSError:
-            self._socket.close()
-            raise
+        self._socket = bound_socket(host, port)
         self.server_address: tuple[str, int] = self._socket.getsockname()[:2]
         self._server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
 

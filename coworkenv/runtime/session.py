@@ -35,7 +35,7 @@ import anyio
 import anyio.abc
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from ..agents.chat import opening, render_incoming
+from ..agents.chat import agent_tools, opening, render_incoming
 from ..bus import Bus, Envelope, MemoryBus
 from ..sim.actor import Actor, ActorContext
 from ..sim.clock import make_clock
@@ -354,6 +354,7 @@ class Sessions:
         for t in [*given, *(load_tasks(paths) if paths else [])]:
             self.tasks[t.id] = self._fit(t)
         self._saved: set[str] = set()
+        self._offered: dict[tuple[str, ...], list[dict[str, Any]]] = {}
         self.bus = bus or MemoryBus()
         self.store = EventStore(self.db)
         self._counter = itertools.count()
@@ -371,6 +372,15 @@ class Sessions:
     def toolset(self, task_id: str) -> list[str]:
         """The tools a session of this task offers (the host's ``tools`` or the task's)."""
         return task_toolset(self.task(task_id), self.tools)
+
+    def offered(self, task_id: str) -> list[dict[str, Any]]:
+        """The functions a session of this task offers, with their schemas (the tools,
+        ``send_message``, ``wait``, ``finish``): one list per tool set, shared by every
+        session that offers it, so read it and never change it."""
+        names = tuple(self.toolset(task_id))
+        if names not in self._offered:
+            self._offered[names] = agent_tools(list(names))
+        return self._offered[names]
 
     def task(self, task_id: str) -> Task:
         try:

@@ -20,7 +20,6 @@ from typing import Any
 
 import anyio
 
-from ..agents.chat import agent_tools
 from ..runtime.session import EPISODE_OVER, Action, Session, Sessions, answer_texts
 from ..sim.task import Task
 
@@ -94,13 +93,11 @@ async def episode_http(session: Session, tools: list[dict[str, Any]], instructio
     (``port=0``: a free port). ``stopped`` is set when the server ends (its own signal
     handling included); ``stop_when_over`` stops it once the episode is over and the client
     has gone (or :data:`GRACE_S` later)."""
-    import socket
-
     import uvicorn
 
-    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
+    from ..http_server import bound_socket
+
+    sock = bound_socket(host, port)
     bound = sock.getsockname()[1]
     ended = anyio.Event()
     server = episode_server(session, tools, instructions,
@@ -168,7 +165,7 @@ async def serve_episode(task: Task, db: str | Path, *, transport: str = "stdio",
                         source="mcp") as sessions:
         session = sessions.session()
         first = await session.reset(task, seed=seed)
-        offered = agent_tools(sessions.toolset(task.id))
+        offered = sessions.offered(task.id)
         instructions = "\n\n".join(str(m.get("content") or "") for m in first.messages)
         assert session.spec is not None
         _say(f"coworkenv mcp: episode {session.spec.episode_id} of task {task.id} over "

@@ -21,7 +21,6 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from ..agents.chat import agent_tools
 from ..runtime.session import Action, Observation, Session, Sessions
 
 
@@ -71,7 +70,8 @@ def environment_class(host: Any) -> type[Any]:
         SUPPORTS_CONCURRENT_SESSIONS = True
 
         def __init__(self) -> None:
-            self._offered: list[dict[str, Any]] | None = None
+            self._offered: list[dict[str, Any]] | None = None  # (tools not yet served)
+            self._listed: list[dict[str, Any]] = []  # (this episode's tools)
             super().__init__(no_tools)
             self._no_tools_client = self.mcp_client
             self.session: Session | None = None
@@ -103,7 +103,7 @@ def environment_class(host: Any) -> type[Any]:
             if offered is None:
                 return
             server = FastMCP("coworkenv")
-            for t in offered:  # (copies: the offered list is shared by the host's sessions)
+            for t in offered:  # (copies: the offered lists are shared by the sessions)
                 fn = t["function"]
                 server.add_tool(EpisodeTool(name=fn["name"], description=fn.get("description"),
                                             parameters=copy.deepcopy(fn["parameters"]),
@@ -130,7 +130,7 @@ def environment_class(host: Any) -> type[Any]:
         async def _async_handle_list_tools(self) -> Any:
             return ListToolsObservation(tools=[ListedTool(
                 name=t["function"]["name"], description=t["function"].get("description") or "",
-                input_schema=t["function"]["parameters"]) for t in getattr(self, "_listed", [])])
+                input_schema=t["function"]["parameters"]) for t in self._listed])
 
         # reset ---------------------------------------------------------------------------
         async def reset_async(self, seed: int | None = None, episode_id: str | None = None,
@@ -148,7 +148,7 @@ def environment_class(host: Any) -> type[Any]:
                 await host.acall(self.session.close())
             self.session = session = host.sessions.session()
             first = await host.acall(session.reset(task_id, seed=seed))
-            offered = host.offered(task_id)
+            offered = host.sessions.offered(task_id)
             self._serve_tools(offered)
             return CallToolObservation(tool_name="reset", result={
                 **_payload(first, session), "tools": [t["function"]["name"] for t in offered]},
@@ -211,15 +211,6 @@ class LoopSessions:
     def __init__(self, sessions: Sessions) -> None:
         self.sessions = sessions
         self.loop: asyncio.AbstractEventLoop | None = None
-        self._offered: dict[tuple[str, ...], list[dict[str, Any]]] = {}
-
-    def offered(self, task_id: str) -> list[dict[str, Any]]:
-        """The functions a session of ``task_id`` offers, with their schemas: one list per
-        tool set, shared by the sessions that offer it (read, never changed)."""
-        names = tuple(self.sessions.toolset(task_id))
-        if names not in self._offered:
-            self._offered[names] = agent_tools(list(names))
-        return self._offered[names]
 
     async def acall(self, coro: Any) -> Any:
         return await coro

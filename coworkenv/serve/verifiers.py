@@ -34,7 +34,6 @@ import verifiers.v1 as vf
 from pydantic import Field
 from verifiers.v1.mcp.launch import SharedToolServer
 
-from ..agents.chat import agent_tools
 from ..runtime.session import Sessions
 from ..sim import builtin_tasks, load_tasks
 from ..sim.task import Task
@@ -121,7 +120,7 @@ class CoworkEnv(vf.Env[CoworkEnvConfig]):  # type: ignore[misc]
                              if m.get("role") == "system")
         told = "\n\n".join(str(m.get("content") or "") for m in first.messages
                            if m.get("role") != "system")
-        offered = agent_tools(self.sessions.toolset(task_id))
+        offered = self.sessions.offered(task_id)
         trace = None
         try:
             async with episode_http(session, offered, "\n\n".join([system, told])) as served:

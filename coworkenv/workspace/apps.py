@@ -112,7 +112,8 @@ def check_app(app: App, others: Sequence[App] = ()) -> list[str]:
     """What ``app`` breaks of the contract, beside ``others`` (empty: nothing). Imports its
     tool modules. The contract: a name; tables whose models are entities, with id prefixes
     no other table uses; at least one tool, each with an argument model whose JSON schema
-    builds, a handler and a description, and no tool name another app has."""
+    builds, a handler and a description. (A tool name another module registered already
+    fails that module's import, reported here.)"""
     from .tools._base import ALL_TOOLS, ToolArgs
 
     problems: list[str] = []
@@ -141,10 +142,7 @@ def check_app(app: App, others: Sequence[App] = ()) -> list[str]:
     if not mine:
         problems.append(f"tools: no tool is registered for app {app.name!r} (its modules: "
                         f"{list(app.tools)})")
-    others_tools = {t.name for t in ALL_TOOLS.values() if t.app in {o.name for o in others}}
     for t in mine:
-        if t.name in others_tools:
-            problems.append(f"tools.{t.name}: another app has a tool of that name")
         if not (isinstance(t.args, type) and issubclass(t.args, ToolArgs)):
             problems.append(f"tools.{t.name}: arguments {t.args!r} are not a ToolArgs model")
             continue
