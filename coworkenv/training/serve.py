@@ -294,6 +294,8 @@ class ChatServer:
                 done = await anyio.to_thread.run_sync(self.submit, body)
             except (ValueError, TypeError, KeyError) as exc:
                 return error(400, "invalid_request_error", f"{type(exc).__name__}: {exc}")
+            except Exception as exc:  # (e.g. the tokenizer failed: said as JSON, like the rest)
+                return error(500, "server_error", f"{type(exc).__name__}: {exc}")
             try:
                 reply = await asyncio.wrap_future(done)
             except Exception as exc:  # (the batch failed: every request in it says why)

@@ -139,7 +139,6 @@ class Ticket(Entity):
     resolved_at: str = ""
 
 
-
 ENTITY_TYPES: dict[str, type[Entity]] = {}
 """Each table of the installed apps and its entity model (filled by
 :func:`coworkenv.workspace.apps.install`)."""
