@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +38,7 @@ from .task import (
     NoToolCheck,
     OrderCheck,
     SqlCheck,
+    StateCheck,
     Task,
     TicketCheck,
     ToolOrderCheck,
@@ -207,6 +209,63 @@ def _ws_seqs(events: list[EventRecord], app: str, entity_id: str) -> list[int]:
             and e.payload.get("id") == entity_id and e.actor != "setup"][-3:]
 
 
+def _same(got: Any, want: Any) -> bool:
+    """JSON values equal, figures within 1e-6 (money after rounding)."""
+    if isinstance(want, dict) and isinstance(got, dict):
+        return got.keys() == want.keys() and all(_same(got[k], want[k]) for k in want)
+    if isinstance(want, list) and isinstance(got, list):
+        return len(got) == len(want) and all(_same(g, w) for g, w in zip(got, want, strict=True))
+    if (isinstance(want, int | float) and isinstance(got, int | float)
+            and not isinstance(want, bool) and not isinstance(got, bool)):
+        return abs(float(got) - float(want)) <= 1e-6
+    return bool(got == want)
+
+
+def _state_check(chk: StateCheck, task: Task, state: WorkspaceState,
+                 events: list[EventRecord],
+                 res: Callable[[bool, str, list[int]], CheckResult]) -> CheckResult:
+    rows = state.tables.get(chk.table, {})
+    problems: list[str] = []
+    touched: list[str] = []
+    for eid, fields in chk.expect.items():
+        entity = rows.get(eid)
+        if fields is None:
+            if entity is not None:
+                problems.append(f"{eid} exists")
+                touched.append(eid)
+            continue
+        if entity is None:
+            problems.append(f"no {eid}")
+            continue
+        have = entity.model_dump(mode="json")
+        for name, want in fields.items():
+            if name not in have:
+                problems.append(f"{eid} has no field {name!r}")
+            elif not _same(have[name], want):
+                problems.append(f"{eid}.{name}={have[name]!r} (expected {want!r})")
+                touched.append(eid)
+    if chk.unchanged:
+        seeded = {e.id: e for t, es in task.seed.rows() if t == chk.table for e in es}
+        for eid, entity in rows.items():
+            if eid in chk.expect:
+                continue
+            before = seeded.get(eid)
+            if before is None:
+                problems.append(f"{eid} was added")
+                touched.append(eid)
+            elif entity is not before and entity.model_dump(mode="json") != before.model_dump(
+                    mode="json"):
+                problems.append(f"{eid} changed")
+                touched.append(eid)
+        problems += [f"{eid} was removed" for eid in seeded
+                     if eid not in rows and eid not in chk.expect]
+    evidence = sorted({s for eid in touched for s in _ws_seqs(events, chk.table, eid)})
+    return res(not problems, "; ".join(problems[:5]) + (f" (+{len(problems) - 5} more)"
+               if len(problems) > 5 else "") if problems else
+               f"{chk.table}: {len(chk.expect)} entit{'y' if len(chk.expect) == 1 else 'ies'} "
+               "as expected" + (", the rest as seeded" if chk.unchanged else ""), evidence)
+
+
 def _selector_check(chk: OrderCheck | NeverCheck | EventCheck, task: Task,
                     state: WorkspaceState, events: list[EventRecord],
                     occs: list[Occurrence] | None) -> CheckResult:
@@ -341,6 +400,10 @@ def evaluate_check(chk: Check, state: WorkspaceState, events: list[EventRecord],
             problems.append(f"status={doc.status!r} (expected {chk.status!r})")
         return res(not problems, "; ".join(problems) or "document as expected",
                    _ws_seqs(events, "docs", doc.id))
+    if isinstance(chk, StateCheck):
+        if task is None:
+            raise ValueError(f"check {chk.id!r}: a state check needs the task")
+        return _state_check(chk, task, state, events, res)
     if isinstance(chk, OrderCheck | NeverCheck | EventCheck):
         if task is None:
             raise ValueError(f"check {chk.id!r}: a {chk.kind} check needs the task")

@@ -12,9 +12,19 @@ import re
 from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 from ..workspace import REGISTRY, WorkspaceSeed
+from ..workspace.apps import default_apps
+from ..workspace.apps import installed as installed_apps
+from ..workspace.models import ENTITY_TYPES, TABLE_APP
 from ..workspace.text import mentions
 
 Capability = Literal["tool_coordination", "multi_turn_communication", "dynamic_workspace_state",
@@ -408,9 +418,23 @@ class EventCheck(CheckBase):
     min_count: int = Field(default=1, ge=1)
 
 
+class StateCheck(CheckBase):
+    """Entities of any app's table as they must be at the end: the fields given of each id
+    (compared by JSON value; figures within 1e-6), ``null`` for an entity that must not exist;
+    with ``unchanged``, every other entity of the table as seeded and none added (the whole
+    table is graded, as a database comparison would)."""
+
+    kind: Literal["state"] = "state"
+    table: str = Field(description="Table name (e.g. directory, tickets, or a plugin's)")
+    expect: dict[str, dict[str, Any] | None] = Field(description="Entity id -> the fields it "
+                                                     "must have (null: must not exist)")
+    unchanged: bool = Field(default=False, description="Every other entity of the table is "
+                            "as seeded, and none was added")
+
+
 Check = Annotated[SqlCheck | EmailSentCheck | ChatMessageCheck | CalendarEventCheck | TicketCheck
                   | DocCheck | ToolOrderCheck | AskedBeforeCheck | NoToolCheck | OrderCheck
-                  | NeverCheck | EventCheck,
+                  | NeverCheck | EventCheck | StateCheck,
                   Field(discriminator="kind")]
 
 
@@ -529,8 +553,12 @@ class Task(Model):
     reference: list[Step] = Field(min_length=1)
     checks: list[Check] = Field(min_length=1)
     safety: list[SafetyRule] = Field(default_factory=list)
+    apps: list[str] | None = Field(default=None, description="The apps this task's workspace "
+                                   "is made of (default: the default apps, the six built-in "
+                                   "ones); its tools default to theirs")
     tools: list[str] | None = Field(default=None, description="Tools offered to the agent: "
-                                    "tool names or app names (default: every tool)")
+                                    "tool names or app names (default: every tool of the "
+                                    "task's apps)")
     faults: FaultPlan | None = Field(default=None, description="Faults injected into this task")
     limits: Limits = Field(default_factory=Limits)
     mutation: Mutation = Field(default_factory=Mutation)
@@ -609,11 +637,23 @@ class Task(Model):
                 names = [sel.tool] if isinstance(sel.tool, str) else sel.tool or []
                 problems += [f"{where}.tool: unknown tool {t!r}" for t in names
                              if t not in REGISTRY]
+            if isinstance(chk, StateCheck) and chk.table not in ENTITY_TYPES:
+                problems.append(f"checks[{i}].table: no installed app has a table "
+                                f"{chk.table!r}")
             if isinstance(chk, ToolOrderCheck | AskedBeforeCheck | NoToolCheck):
                 for name in ([chk.first, chk.then] if isinstance(chk, ToolOrderCheck)
                              else [chk.tool]):
                     if name not in REGISTRY:
                         problems.append(f"checks[{i}]: unknown tool {name!r}")
+        installed = {a.name for a in installed_apps()}
+        problems += [f"apps[{i}]: no installed app {name!r} (installed: "
+                     f"{', '.join(sorted(installed))})"
+                     for i, name in enumerate(self.apps or []) if name not in installed]
+        mine = set(self.app_names())
+        for table, _rows in self.seed.rows():
+            if _rows and TABLE_APP.get(table) not in mine:
+                problems.append(f"seed.{table}: table of app {TABLE_APP.get(table)!r}, which "
+                                f"is not among the task's apps ({', '.join(sorted(mine))})")
         apps = {tl.app for tl in REGISTRY.values()}
         for i, name in enumerate(self.tools or []):
             if name not in REGISTRY and name not in apps and name != REFERENCE_TOOLS:
@@ -637,6 +677,19 @@ class Task(Model):
     def cast(self) -> list[CastMember]:
         return [self.user, *self.coworkers]
 
+    def app_names(self) -> list[str]:
+        """The apps this task's workspace is made of: its ``apps``, else the default apps."""
+        return list(self.apps) if self.apps is not None else default_apps()
+
+    @model_serializer(mode="wrap")
+    def _without_default_apps(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # a task without ``apps`` dumps as it did before the field existed (same spec text,
+        # same content hash)
+        out: dict[str, Any] = handler(self)
+        if self.apps is None:
+            out.pop("apps", None)
+        return out
+
     def content_hash(self) -> str:
         """SHA-256 of the task's content without its id and family: the same task under
         another name has the same hash (how held-out tasks are recognised)."""
@@ -650,10 +703,12 @@ models and short training sequences)."""
 
 
 def resolve_toolset(names: list[str] | None, task: Task | None = None) -> list[str]:
-    """Tool names for a list of tool and app names (None: every tool). ``reference`` stands for
-    the tools ``task``'s reference solution calls."""
+    """Tool names for a list of tool and app names (None: every tool of ``task``'s apps, or of
+    the default apps). ``reference`` stands for the tools ``task``'s reference solution
+    calls."""
     if not names:
-        return list(REGISTRY)
+        apps = set(task.app_names() if task is not None else default_apps())
+        return [n for n, tl in REGISTRY.items() if tl.app in apps]
     wanted = set(names)
     if REFERENCE_TOOLS in wanted and task is not None:
         wanted |= {s.tool for s in task.reference if isinstance(s, ToolStep)}

@@ -63,3 +63,7 @@ __all__ = [
     "replay_events",
     "tool",
 ]
+
+from .apps import load as _load_apps
+
+_load_apps()

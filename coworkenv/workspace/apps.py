@@ -17,14 +17,20 @@ entity tables and their id prefixes are then built from the apps, in the order o
 names. :func:`installed` lists them; :func:`only` runs a block with a subset installed (an
 app taken away, say).
 
-Not yet part of the seam (the built-in apps still own them in the core): seed-data schema
-(``WorkspaceSeed``'s fields), check kinds, safety-rule hooks, SQL projection tables and
-synthesis primitives.
+A task's workspace is made of the default apps (the built-in six), or of the apps its
+``apps:`` names; its seed gives a plugin table's rows under ``seed.tables`` (each validated
+against the table's entity model), and the generic ``state`` check grades any table's
+entities. :mod:`coworkenv.workspace.contract` is the contract suite an app runs against itself.
+
+Not yet part of the seam (the built-in apps still own them in the core): typed check kinds,
+safety-rule hooks, SQL projection tables (a plugin's entities are in the store's generic
+``projection`` table, not in the check tables) and synthesis primitives.
 """
 
 from __future__ import annotations
 
 import importlib
+import sys
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -32,8 +38,10 @@ from importlib.metadata import entry_points
 
 from .errors import AppError
 from .models import (
+    DEFAULT_TABLES,
     ENTITY_TYPES,
     ID_PREFIX,
+    TABLE_APP,
     CalendarEvent,
     Channel,
     ChatMessage,
@@ -48,6 +56,11 @@ from .models import (
 
 GROUP = "coworkenv.apps"
 """The entry-point group apps are registered in."""
+
+
+_installed: list[App] = []
+_pending: dict[str, str] = {}
+"""Apps whose entry point's module was still being imported when the apps were loaded."""
 
 
 @dataclass(frozen=True)
@@ -67,24 +80,34 @@ class App:
     tools: tuple[str, ...] = ()
     """Modules whose ``@tool(name, app=<this app's name>, ...)`` handlers are the app's tools;
     imported when the app is loaded."""
+    default: bool = False
+    """Part of every task's workspace unless the task names its ``apps:`` (the six built-in
+    apps are; a plugin's app joins only the tasks that name it, so installing one changes
+    no other task's tools, tables or state hashes)."""
+
+    def __post_init__(self) -> None:
+        # a plugin whose own import started coworkenv's (``python -m plugin.cli``) could not be
+        # loaded then: its record is installed when its module makes it (see discover)
+        if self.name in _pending and _installed:
+            del _pending[self.name]
+            install([*_installed, self])
 
 
 # the built-in apps (registered in pyproject.toml like any other) ------------------------
 _TOOLS = "coworkenv.workspace.tools."
 CALENDAR = App("calendar", "Events, invitations, free/busy", {
-    "calendar": Table(CalendarEvent, "ev")}, (_TOOLS + "calendar",))
+    "calendar": Table(CalendarEvent, "ev")}, (_TOOLS + "calendar",), default=True)
 CHAT = App("chat", "Channels, direct messages, threads", {
-    "channel": Table(Channel, "c"), "chat": Table(ChatMessage, "msg")}, (_TOOLS + "chat",))
+    "channel": Table(Channel, "c"), "chat": Table(ChatMessage, "msg")}, (_TOOLS + "chat",), default=True)
 DIRECTORY = App("directory", "People, their roles and managers; groups (mailing lists)", {
-    "directory": Table(Person, "p"), "groups": Table(Group, "g")}, (_TOOLS + "directory",))
+    "directory": Table(Person, "p"), "groups": Table(Group, "g")}, (_TOOLS + "directory",), default=True)
 DOCS = App("docs", "Documents, their sharing and versions", {
-    "docs": Table(Document, "doc")}, (_TOOLS + "docs",))
+    "docs": Table(Document, "doc")}, (_TOOLS + "docs",), default=True)
 EMAIL = App("email", "Mail: inboxes, sending, replies, labels", {
-    "email": Table(Email, "m")}, (_TOOLS + "email",))
+    "email": Table(Email, "m")}, (_TOOLS + "email",), default=True)
 TICKETS = App("tickets", "Tickets and their queues (fields, transitions, members)", {
-    "tickets": Table(Ticket, "T"), "queues": Table(TicketQueue, "q")}, (_TOOLS + "tickets",))
+    "tickets": Table(Ticket, "T"), "queues": Table(TicketQueue, "q")}, (_TOOLS + "tickets",), default=True)
 
-_installed: list[App] = []
 
 
 def discover() -> list[App]:
@@ -92,6 +115,12 @@ def discover() -> list[App]:
     found: list[App] = []
     for ep in entry_points(group=GROUP):
         where = f"entry point {ep.name} = {ep.value!r} ({GROUP})"
+        held = sys.modules.get(ep.module)
+        if held is not None and ep.attr and not hasattr(held, ep.attr.split(".")[0]):
+            # the plugin's module is being imported (it imported coworkenv, which loads the
+            # apps): its record does not exist yet, and is installed when it does
+            _pending[ep.name] = where
+            continue
         try:
             app = ep.load()
         except Exception as exc:
@@ -179,10 +208,15 @@ def install(apps: Sequence[App]) -> None:
             raise AppError(f"app {app.name}: " + "; ".join(problems))
     ENTITY_TYPES.clear()
     ID_PREFIX.clear()
+    DEFAULT_TABLES.clear()
+    TABLE_APP.clear()
     for app in ordered:
         for name, table in app.tables.items():
             ENTITY_TYPES[name] = table.entity
             ID_PREFIX[name] = table.prefix
+            TABLE_APP[name] = app.name
+            if app.default:
+                DEFAULT_TABLES.append(name)
     REGISTRY.clear()
     for app in ordered:
         REGISTRY.update((t.name, t) for t in ALL_TOOLS.values() if t.app == app.name)
@@ -192,6 +226,11 @@ def install(apps: Sequence[App]) -> None:
 def installed() -> list[App]:
     """The apps the workspace is made of now, in name order."""
     return list(_installed)
+
+
+def default_apps() -> list[str]:
+    """The names of the installed apps every task has unless it names its own."""
+    return [a.name for a in _installed if a.default]
 
 
 @contextmanager

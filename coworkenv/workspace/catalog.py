@@ -14,11 +14,12 @@ def openai_tools(names: list[str] | None = None) -> list[dict[str, Any]]:
 
 
 def markdown_table() -> str:
+    """The installed tools as a markdown table, a row each (descriptions on one line)."""
     lines = ["| tool | app | writes | arguments | description |", "|---|---|---|---|---|"]
     for t in REGISTRY.values():
         props = t.args.model_json_schema().get("properties", {})
         required = set(t.args.model_json_schema().get("required", []))
         args = ", ".join(f"`{k}`" + ("" if k in required else "?") for k in props)
         lines.append(f"| `{t.name}` | {t.app} | {'yes' if t.writes else 'no'} | {args} | "
-                     f"{t.description} |")
+                     f"{' '.join(t.description.split())} |")
     return "\n".join(lines)

@@ -144,6 +144,12 @@ ENTITY_TYPES: dict[str, type[Entity]] = {}
 :func:`coworkenv.workspace.apps.install`)."""
 ID_PREFIX: dict[str, str] = {}
 """Each table's id prefix (``p`` -> ``p1``, ``p2``, ...), from the installed apps."""
+TABLE_APP: dict[str, str] = {}
+"""Each table's app."""
+DEFAULT_TABLES: list[str] = []
+"""The tables of the default apps: every state has them, empty or not (so that state hashes
+do not depend on which plugins are installed); another app's table joins a state with its
+first event."""
 
 
 class WorkspaceState:
@@ -152,8 +158,21 @@ class WorkspaceState:
     __slots__ = ("counters", "tables")
 
     def __init__(self) -> None:
-        self.tables: dict[str, dict[str, Any]] = {app: {} for app in ENTITY_TYPES}
-        self.counters: dict[str, int] = dict.fromkeys(ENTITY_TYPES, 0)
+        self.tables: dict[str, dict[str, Any]] = {app: {} for app in DEFAULT_TABLES}
+        self.counters: dict[str, int] = dict.fromkeys(DEFAULT_TABLES, 0)
+
+    def table(self, name: str) -> dict[str, Any]:
+        """The entities of one table, by id; a table of an installed app that has no row yet
+        joins the state here (empty)."""
+        rows = self.tables.get(name)
+        if rows is None:
+            if name not in ENTITY_TYPES:
+                from .errors import WorkspaceError
+                raise WorkspaceError(f"no installed app has a table {name!r} (tables: "
+                                     f"{', '.join(sorted(ENTITY_TYPES))})")
+            rows = self.tables[name] = {}
+            self.counters[name] = 0
+        return rows
 
     # typed views of the built-in apps' tables (empty where the app is not installed) -----
     @property
@@ -219,7 +238,8 @@ class WorkspaceState:
         return new
 
     def next_id(self, app: str) -> str:
-        """The id the next new entity of ``app`` gets (deterministic)."""
+        """The id the next new entity of table ``app`` gets (deterministic)."""
+        self.table(app)
         return f"{ID_PREFIX[app]}{self.counters[app] + 1}"
 
     def person_by_email(self, address: str) -> Person | None:
@@ -259,7 +279,9 @@ def apply_event(state: WorkspaceState, kind: str, payload: dict[str, Any],
     if not kind.startswith("ws."):
         return
     app = kind.split(".", 2)[1]
-    table = state.tables[app]
+    table = state.tables.get(app)
+    if table is None:
+        table = state.table(app)
     eid = payload["id"]
     if payload.get("deleted"):
         table.pop(eid, None)
