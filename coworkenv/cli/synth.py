@@ -1,4 +1,4 @@
-"""Making and checking tasks: `synth`, `validate`, `schema`, `tools`."""
+"""Making and checking tasks: `synth`, `validate`, `schema`, `tools`, `apps`."""
 
 from __future__ import annotations
 
@@ -33,6 +33,70 @@ def tools(
         sys.stdout.write(markdown_table() + "\n")
     else:
         raise fail(f"--format: expected 'openai' or 'markdown', got {fmt!r}")
+
+
+@app.command("apps", short_help="List the workspace's apps; check one against the contract.")
+def apps_(
+    check: Annotated[list[str] | None, typer.Option("--check", metavar="APP", help="Run the "
+                                                    "app contract suite on this app "
+                                                    "(repeatable)")] = None,
+    tasks: Annotated[list[Path] | None, typer.Option("--tasks", help="Task files or folders "
+                                                     "whose reference solutions --check runs "
+                                                     "(those that use the app)")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="JSON instead of a table")] = False,
+) -> None:
+    """The installed apps (name, default or not, tables, tools); with --check, the app contract
+    suite on each named app: the load-time contract, then its tasks' reference solutions run
+    by the oracle, replayed and compared with the live state (exit 1 on any problem)."""
+    from rich.table import Table
+
+    from ..workspace import REGISTRY
+    from ..workspace.apps import installed
+
+    found = installed()
+    if not check:
+        rows = [{"app": a.name, "default": a.default, "tables": sorted(a.tables),
+                 "tools": sum(1 for t in REGISTRY.values() if t.app == a.name),
+                 "description": a.description} for a in found]
+        if as_json:
+            sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+            return
+        table = Table("app", "default", "tables", "tools", "description")
+        for r in rows:
+            table.add_row(r["app"], "yes" if r["default"] else "no", ", ".join(r["tables"]),
+                          str(r["tools"]), r["description"])
+        console.print(table)
+        return
+    from ..runtime.contract import check_app_contract
+    from ..sim.errors import CoworkenvError
+
+    names = {a.name for a in found}
+    unknown = [c for c in check if c not in names]
+    if unknown:
+        raise fail(f"--check: no installed app {unknown[0]!r} (installed: "
+                   f"{', '.join(sorted(names))})")
+    for path in tasks or []:
+        if not path.exists():
+            raise fail(f"--tasks {path}: no such file or folder")
+    reports = []
+    for name in check:
+        try:
+            reports.append(check_app_contract(name, list(tasks or [])))
+        except CoworkenvError as exc:
+            raise fail(f"--tasks: {exc}") from None
+    if as_json:
+        sys.stdout.write(json.dumps([{"app": r.app, "ok": r.ok, "tasks": len(r.tasks),
+                                      "episodes": r.episodes, "problems": r.problems}
+                                     for r in reports], indent=2) + "\n")
+    else:
+        for r in reports:
+            verdict = "keeps the contract" if r.ok else f"breaks the contract ({len(r.problems)})"
+            console.print(f"app {r.app}: {verdict}; {len(r.tasks)} task(s) that use it, "
+                          f"{r.episodes} episode(s) replayed", highlight=False)
+            for p in r.problems:
+                console.print(f"  - {escape(p)}", highlight=False)
+    if not all(r.ok for r in reports):
+        raise typer.Exit(1)
 
 
 @app.command(short_help="Generate validated tasks from workflows or BPMN.")

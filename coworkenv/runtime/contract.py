@@ -6,8 +6,8 @@
   entity models with their own id prefixes, tools with argument models, object schemas and
   descriptions), against the other installed apps;
 - dynamically, on tasks that use the app: each task's reference solution is run by the
-  oracle (memory bus, a temporary store) and must complete with score 1.0 (a reference its
-  own grader fails is a broken task or a broken tool); the state rebuilt by replaying the
+  oracle (memory bus, a temporary store) and must pass every check and safety rule (a
+  reference its own grader fails is a broken task or a broken tool); the state rebuilt by replaying the
   stored events must have the live state's hash (a tool that changes an entity without
   emitting the event, or a reducer case that does not reproduce it, fails here), and the
   stored projection must equal the replayed tables; an app's tools write only its own
@@ -95,11 +95,12 @@ def _episode_problems(db: Path, run_id: str, app: str) -> list[str]:
                                 f"({ep.failure_boundary}: {ep.failure})")
                 continue
             grade = reader.grade(ep.episode_id) or {}
-            if grade.get("score") != 1.0:
-                failed = [c["check_id"] for c in reader.check_results(ep.episode_id)
-                          if not c["passed"]]
-                problems.append(f"{where}: the reference scores {grade.get('score')} under "
-                                f"its own grader (failed: {failed})")
+            failed = [c["check_id"] for c in reader.check_results(ep.episode_id)
+                      if not c["passed"]]
+            if failed or grade.get("completion") != 1.0 or grade.get("safety") != 1.0:
+                problems.append(f"{where}: the reference fails its own grader (completion "
+                                f"{grade.get('completion')}, safety {grade.get('safety')}; "
+                                f"failed: {failed})")
             events = list(reader.events(ep.episode_id))
             state = replay_events(events)
             if state.state_hash() != ep.state_hash:

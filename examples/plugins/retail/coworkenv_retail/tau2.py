@@ -235,7 +235,8 @@ def import_task(task: dict[str, Any], db: dict[str, Any]) -> dict[str, Any]:
                        f"told {info!r} (tau2's communicate_info)", "select": {
                            "actor": AGENT, "to": CUSTOMER, "text": {"contains": [str(info)]}}})
     if any(a["name"] == "transfer_to_human_agents" for a in actions):
-        checks.append({"id": "transferred", "kind": "event", "description": "transferred to "
+        checks.append({"id": "transferred", "kind": "event", "gate": True,
+                       "description": "transferred to "
                        "a human agent", "select": {"tool": "transfer_to_human_agents"}})
     writes = [a for a in actions if a["name"] in WRITES]
     whats = {tool: what for tool, _, what in CONFIRMS}

@@ -1,0 +1,242 @@
+"""App plugins beyond the built-in six: the retail example plugin (installed in the test
+environment by scripts/test.sh, as a user would: ``pip install -e examples/plugins/retail``),
+a task's ``apps`` and plugin seed rows, the generic ``state`` check, and the app contract
+suite, which must pass for every installed app and catch an app that breaks it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import Field
+
+from coworkenv.runtime import RunConfig, run
+from coworkenv.runtime.contract import check_app_contract
+from coworkenv.sim import Task, TaskFileError, builtin_tasks, load_tasks
+from coworkenv.sim.loader import parse_task
+from coworkenv.workspace import (
+    REGISTRY,
+    App,
+    Entity,
+    Table,
+    ToolArgs,
+    ToolContext,
+    apps,
+    replay_events,
+    tool,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+BUILT_IN = ["calendar", "chat", "directory", "docs", "email", "tickets"]
+EXAMPLES = [ROOT / "examples" / "tasks", ROOT / "examples" / "benchmark"]
+
+
+@pytest.fixture(scope="module")
+def retail_tasks(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """tau2-bench's retail tasks, imported from the data wheel by the plugin's command."""
+    out = tmp_path_factory.mktemp("retail") / "retail.jsonl"
+    done = subprocess.run([str(BIN / "coworkenv-retail"), "import", "--out", str(out)],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "wrote 111 task(s)" in done.stdout, done.stdout
+    return out
+
+
+def test_the_plugin_is_installed_beside_the_built_ins_and_listed() -> None:
+    assert "retail" in {a.name for a in apps.installed()}
+    assert apps.default_apps() == BUILT_IN  # (a plugin is not a default app)
+    done = subprocess.run([str(BIN / "coworkenv"), "tools", "--format", "markdown"],
+                          capture_output=True, text=True, timeout=60, check=True)
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| `")]
+    retail = [r for r in rows if "| retail |" in r]
+    assert len(retail) == 16 and any("`cancel_pending_order`" in r for r in retail)
+    assert all(r.count("|") == 6 for r in rows)  # (one line a tool)
+    listed = subprocess.run([str(BIN / "coworkenv"), "apps", "--json"], capture_output=True,
+                            text=True, timeout=60, check=True)
+    by_name = {a["app"]: a for a in json.loads(listed.stdout)}
+    assert by_name["retail"]["default"] is False and by_name["retail"]["tools"] == 16
+    assert by_name["retail"]["tables"] == ["customers", "orders", "products"]
+
+
+def test_a_plugin_changes_nothing_of_the_tasks_that_do_not_name_it(tmp_path: Path) -> None:
+    task = next(t for t in builtin_tasks() if t.id == "approval-expense-filing")
+    assert task.app_names() == BUILT_IN
+    # its tools are its apps' (the plugin's are installed, but not offered to it)
+    assert {REGISTRY[n].app for n in _toolset(task)} == set(BUILT_IN)
+    hashes = []
+    for label, names in (("with", [a.name for a in apps.installed()]), ("without", BUILT_IN)):
+        with apps.only(*names):
+            result = run(RunConfig(tasks=[task], db=tmp_path / f"{label}.db", agent="oracle",
+                                   run_id=label))
+            ep = result.episodes[0]
+            hashes.append((ep.events_hash, ep.state_hash, ep.score))
+    assert hashes[0] == hashes[1] and hashes[0][2] == 1.0
+
+
+def test_the_contract_suite_passes_for_every_installed_app(retail_tasks: Path) -> None:
+    for name in BUILT_IN:
+        report = check_app_contract(name, EXAMPLES)
+        assert report.ok, (name, report.problems)
+        assert report.episodes >= 20  # (every example task uses the built-in apps)
+    report = check_app_contract("retail", [retail_tasks])
+    assert report.ok, report.problems
+    assert report.episodes == 111
+
+
+# an app that breaks the contract at run time ----------------------------------------------
+class Gadget(Entity):
+    name: str
+    uses: int = 0
+
+
+class TouchArgs(ToolArgs):
+    gadget: str = Field(description="Gadget id")
+
+
+@tool("gadget_touch_quietly", "gadgets", TouchArgs, writes=True)
+def gadget_touch_quietly(ctx: ToolContext, a: TouchArgs) -> dict[str, Any]:
+    """Use a gadget, changing it in place without an event (what the contract forbids)."""
+    g = ctx.state.table("gadgets")[a.gadget]
+    object.__setattr__(g, "uses", g.uses + 1)
+    return {"uses": g.uses}
+
+
+@tool("gadget_rename_person", "gadgets", TouchArgs, writes=True)
+def gadget_rename_person(ctx: ToolContext, a: TouchArgs) -> dict[str, Any]:
+    """Writes another app's table (what the contract forbids)."""
+    me = ctx.me()
+    ctx.emit("directory", "updated", me.model_copy(update={"name": "Renamed"}))
+    return {}
+
+
+GADGETS = App("gadgets", "A broken app", {"gadgets": Table(Gadget, "gad")}, (__name__,))
+
+
+def _gadget_task(tool_name: str) -> dict[str, Any]:
+    return {
+        "id": f"use-{tool_name}", "family": "gadgets", "capabilities": ["tool_coordination"],
+        "start": "2026-03-02T09:00:00-05:00", "agent": "a", "user": {"person": "u"},
+        "apps": ["directory", "gadgets"],
+        "seed": {"people": [{"id": "a", "name": "A", "email": "a@x.test"},
+                            {"id": "u", "name": "U", "email": "u@x.test"}],
+                 "tables": {"gadgets": [{"id": "g1", "name": "lamp"}]}},
+        "instruction": "Use the lamp.",
+        "reference": [{"kind": "tool", "tool": tool_name, "args": {"gadget": "g1"}},
+                      {"kind": "finish"}],
+        "checks": [{"id": "lamp", "kind": "state", "table": "gadgets",
+                    "expect": {"g1": {"name": "lamp"}}}],
+    }
+
+
+def test_the_contract_suite_catches_an_app_that_breaks_it(tmp_path: Path) -> None:
+    before = apps.installed()
+    apps.install([*before, GADGETS])
+    try:
+        quiet = parse_task(_gadget_task("gadget_touch_quietly"), "quiet")
+        rename = parse_task(_gadget_task("gadget_rename_person"), "rename")
+        assert quiet.app_names() == ["directory", "gadgets"]
+        # the task's own tools are its apps': no calendar, no retail
+        assert {REGISTRY[n].app for n in _toolset(quiet)} == {"directory", "gadgets"}
+        report = check_app_contract("gadgets", [quiet, rename])
+        assert not report.ok and report.episodes == 2
+        text = "\n".join(report.problems)
+        assert "task use-gadget_touch_quietly: the replayed state's hash is not the live" in text
+        assert ("task use-gadget_rename_person: tool gadget_rename_person wrote tables of "
+                "other apps: ['directory']") in text
+        # the same suite passes the built-in apps on these tasks' neighbours
+        assert check_app_contract("directory", [EXAMPLES[0]]).ok
+    finally:
+        apps.install(before)
+    assert "gadgets" not in {a.name for a in apps.installed()}
+
+
+def _toolset(task: Task) -> list[str]:
+    from coworkenv.sim.task import task_toolset
+
+    return task_toolset(task)
+
+
+# a task's apps and seed rows, checked when it is loaded ------------------------------------
+def test_plugin_seed_rows_and_apps_are_checked_on_load(retail_tasks: Path) -> None:
+    good = json.loads(retail_tasks.read_text().splitlines()[0])
+    cases = [
+        (lambda t: t["seed"]["tables"]["orders"][0].update(status="lost"),
+         r"seed\.tables\.orders\[0\]\.status: Input should be 'processed'"),
+        (lambda t: t["seed"]["tables"].update(warehouses=[{"id": "w1"}]),
+         r"seed\.tables\.warehouses: no installed app has this table"),
+        (lambda t: t["seed"]["tables"].update(directory=[]),
+         r"seed\.tables\.directory: give these rows in seed\.people"),
+        (lambda t: t.update(apps=["directory", "nope"]), r"apps\[1\]: no installed app 'nope'"),
+        (lambda t: t.update(apps=["directory", "email"]),
+         r"seed\.customers: table of app 'retail', which is not among the task's apps"),
+        (lambda t: t["checks"][0].update(table="nowhere"),
+         r"checks\[0\]\.table: no installed app has a table 'nowhere'"),
+    ]
+    for change, message in cases:
+        spec = json.loads(json.dumps(good))
+        change(spec)
+        with pytest.raises(TaskFileError, match=message):
+            parse_task(spec, "retail.jsonl:1")
+
+
+def test_a_task_without_plugin_rows_dumps_as_before() -> None:
+    for task in builtin_tasks():
+        dumped = task.model_dump(mode="json")
+        assert "apps" not in dumped and "tables" not in dumped["seed"]
+        assert Task.model_validate(dumped).content_hash() == task.content_hash()
+
+
+# the retail plugin's tasks run like built-in ones -----------------------------------------
+def test_retail_tasks_run_under_the_oracle_and_the_noop_agent(tmp_path: Path,
+                                                             retail_tasks: Path) -> None:
+    tasks = load_tasks([retail_tasks])
+    assert len(tasks) == 111 and all(t.tools == ["retail"] for t in tasks)
+    families = {t.family for t in tasks}
+    assert {"retail_cancel", "retail_return", "retail_exchange", "retail_modify_order",
+            "retail_address", "retail_inquiry"} <= families
+    oracle = run(RunConfig(tasks=tasks, db=tmp_path / "r.db", agent="oracle", run_id="o"))
+    assert all(e.status == "completed" for e in oracle.episodes)
+    assert oracle.overall["pass_rate"] == 1.0, oracle.overall
+    noop = run(RunConfig(tasks=tasks, db=tmp_path / "r.db", agent="noop", run_id="n"))
+    assert all(e.status == "completed" for e in noop.episodes)
+    # doing nothing passes only where tau2 itself asks for nothing: task 105, whose one gold
+    # update fails (a gift card short of the price difference), so its database stays
+    passed = {e.task_id for e in noop.episodes if e.passed}
+    assert passed == {"tau2-retail-105"}, passed
+    # replay rebuilds the plugin's tables exactly
+    from coworkenv.store import Reader
+
+    with Reader(tmp_path / "r.db") as reader:
+        for ep in reader.episodes("o")[:20]:
+            assert replay_events(reader.events(ep.episode_id)).state_hash() == ep.state_hash
+
+
+def test_the_state_check_grades_the_whole_table(retail_tasks: Path, tmp_path: Path) -> None:
+    """A cancel task's grader: the right order cancelled passes; the same update done on
+    another order, or an extra update beside the right one, fails (tau2 compares whole
+    databases)."""
+    task = next(t for t in load_tasks([retail_tasks])
+                if t.family == "retail_cancel" and sum(
+                    o["status"] == "pending" for o in t.seed.tables["orders"]) > 1)
+    spec = task.model_dump(mode="json")
+    at, cancel = next((i, s) for i, s in enumerate(spec["reference"])
+                      if s.get("tool") == "cancel_pending_order")
+    other = next(o["id"] for o in task.seed.tables["orders"]
+                 if o["id"] != cancel["args"]["order_id"] and o["status"] == "pending")
+    wrong = {**cancel, "args": {**cancel["args"], "order_id": other}}
+    variants = {"right": (spec["reference"], True),
+                "other": ([*spec["reference"][:at], wrong, *spec["reference"][at + 1:]], False),
+                "extra": ([*spec["reference"][:at + 1], wrong, *spec["reference"][at + 1:]],
+                          False)}
+    for label, (steps, passes) in variants.items():
+        mutated = parse_task({**spec, "id": f"{task.id}-{label}", "reference": steps}, label)
+        result = run(RunConfig(tasks=[mutated], db=tmp_path / f"{label}.db", agent="oracle",
+                               run_id=label))
+        ep = result.episodes[0]
+        assert (ep.score >= 0.75) == passes, (label, ep.score)
+        assert ep.status == "completed"
