@@ -55,20 +55,21 @@ def apps_(
 
     found = installed()
     if not check:
-        rows = [{"app": a.name, "default": a.default, "tables": sorted(a.tables),
-                 "tools": sum(1 for t in REGISTRY.values() if t.app == a.name),
-                 "description": a.description} for a in found]
+        counts = {a.name: sum(1 for t in REGISTRY.values() if t.app == a.name) for a in found}
         if as_json:
-            sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+            sys.stdout.write(json.dumps([
+                {"app": a.name, "default": a.default, "tables": sorted(a.tables),
+                 "tools": counts[a.name], "description": a.description} for a in found],
+                indent=2) + "\n")
             return
         table = Table("app", "default", "tables", "tools", "description")
-        for r in rows:
-            table.add_row(r["app"], "yes" if r["default"] else "no", ", ".join(r["tables"]),
-                          str(r["tools"]), r["description"])
+        for a in found:
+            table.add_row(a.name, "yes" if a.default else "no", ", ".join(sorted(a.tables)),
+                          str(counts[a.name]), a.description)
         console.print(table)
         return
-    from ..runtime.contract import check_app_contract
-    from ..sim.errors import CoworkenvError
+    from ..errors import CoworkenvError
+    from ..runtime.contract import ContractReport, check_app_contract
 
     names = {a.name for a in found}
     unknown = [c for c in check if c not in names]
@@ -78,7 +79,7 @@ def apps_(
     for path in tasks or []:
         if not path.exists():
             raise fail(f"--tasks {path}: no such file or folder")
-    reports = []
+    reports: list[ContractReport] = []
     for name in check:
         try:
             reports.append(check_app_contract(name, list(tasks or [])))
