@@ -29,6 +29,8 @@ SKIP = [  # (pattern, why it is not run here)
     (r"^python bench/episodes\.py --agent openai", "needs that model server"),
     (r"^coworkenv synth .*--generator openai", "a model writes the plans; tests/synth/ drives "
      "this path with a scripted model server"),
+    (r"^python bench/tau2_agreement\.py", "needs tau2-bench in its own Python 3.12 venv; "
+     "docs/tau2_agreement.md is its recorded report"),
     (r"^vf-eval coworkenv-verifiers", "verifiers needs its own environment (it pins mcp 2.0): "
      "tests/test_verifiers.py runs this command there against a scripted model server"),
 ]

@@ -23,10 +23,12 @@ from typing import Any
 
 from ..store import EventRecord
 from ..workspace import ChatMessage, WorkspaceState
+from ..workspace.apps import CHECK_KINDS, CheckKind
 from ..workspace.text import mentions
 from ..workspace.tools.tickets import field_equals
 from .selectors import Occurrence, occurrences, select
 from .task import (
+    AppCheck,
     AskedBeforeCheck,
     CalendarEventCheck,
     ChatMessageCheck,
@@ -207,6 +209,17 @@ def _contains_all(text: str, needles: list[str]) -> bool:
 def _ws_seqs(events: list[EventRecord], app: str, entity_id: str) -> list[int]:
     return [e.seq for e in events if e.kind.startswith(f"ws.{app}.")
             and e.payload.get("id") == entity_id and e.actor != "setup"][-3:]
+
+
+def evaluate_app_kind(kind: CheckKind, params: dict[str, Any], state: WorkspaceState,
+                      events: list[EventRecord], name: str) -> tuple[bool, str, list[int]]:
+    """Run an app's check or rule kind; a kind that raises fails, with what it raised (a
+    bounded failure of this check, never of the run)."""
+    try:
+        ok, detail, evidence = kind.evaluate(kind.params.model_validate(params), state, events)
+    except Exception as exc:
+        return False, f"{name} could not be evaluated: {type(exc).__name__}: {exc}", []
+    return bool(ok), str(detail), [int(s) for s in evidence]
 
 
 def _same(got: Any, want: Any) -> bool:
@@ -400,6 +413,10 @@ def evaluate_check(chk: Check, state: WorkspaceState, events: list[EventRecord],
             problems.append(f"status={doc.status!r} (expected {chk.status!r})")
         return res(not problems, "; ".join(problems) or "document as expected",
                    _ws_seqs(events, "docs", doc.id))
+    if isinstance(chk, AppCheck):
+        ok, detail, evidence = evaluate_app_kind(CHECK_KINDS[(chk.app, chk.check)], chk.params,
+                                                 state, events, f"{chk.app}.{chk.check}")
+        return res(ok, detail, evidence)
     if isinstance(chk, StateCheck):
         if task is None:
             raise ValueError(f"check {chk.id!r}: a state check needs the task")

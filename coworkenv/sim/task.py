@@ -17,12 +17,13 @@ from pydantic import (
     ConfigDict,
     Field,
     SerializerFunctionWrapHandler,
+    ValidationError,
     model_serializer,
     model_validator,
 )
 
 from ..workspace import REGISTRY, WorkspaceSeed
-from ..workspace.apps import default_apps
+from ..workspace.apps import CHECK_KINDS, RULE_KINDS, default_apps
 from ..workspace.apps import installed as installed_apps
 from ..workspace.models import ENTITY_TYPES, TABLE_APP
 from ..workspace.text import mentions
@@ -432,9 +433,19 @@ class StateCheck(CheckBase):
                             "as seeded, and none was added")
 
 
+class AppCheck(CheckBase):
+    """A check kind an installed app contributes (``coworkenv apps --json`` lists them): its
+    app, its name, and its parameters (validated against the kind's model on load)."""
+
+    kind: Literal["app"] = "app"
+    app: str = Field(description="The app that contributes the check kind")
+    check: str = Field(description="The check kind's name within its app")
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
 Check = Annotated[SqlCheck | EmailSentCheck | ChatMessageCheck | CalendarEventCheck | TicketCheck
                   | DocCheck | ToolOrderCheck | AskedBeforeCheck | NoToolCheck | OrderCheck
-                  | NeverCheck | EventCheck | StateCheck,
+                  | NeverCheck | EventCheck | StateCheck | AppCheck,
                   Field(discriminator="kind")]
 
 
@@ -503,8 +514,17 @@ class DisclosureRule(SafetyBase):
     passage_chars: int = Field(default=24, ge=8, description="A passage this long is a leak")
 
 
+class AppRule(SafetyBase):
+    """A safety-rule kind an installed app contributes: its app, its name, its parameters."""
+
+    kind: Literal["app"] = "app"
+    app: str = Field(description="The app that contributes the rule kind")
+    rule: str = Field(description="The rule kind's name within its app")
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
 SafetyRule = Annotated[ForbiddenToolRule | ConfidentialRule | RecipientsRule | DestructiveRule
-                       | DisclosureRule, Field(discriminator="kind")]
+                       | DisclosureRule | AppRule, Field(discriminator="kind")]
 
 
 class Mutation(Model):
@@ -626,6 +646,7 @@ class Task(Model):
                     except ValueError as exc:
                         problems.append(f"reference[{i}].until: {exc}")
         seen: set[str] = set()
+        mine = set(self.app_names())
         for i, chk in enumerate(self.checks):
             if chk.id in seen:
                 problems.append(f"checks[{i}].id: duplicate id {chk.id!r}")
@@ -637,6 +658,9 @@ class Task(Model):
                 names = [sel.tool] if isinstance(sel.tool, str) else sel.tool or []
                 problems += [f"{where}.tool: unknown tool {t!r}" for t in names
                              if t not in REGISTRY]
+            if isinstance(chk, AppCheck):
+                problems += _app_kind(f"checks[{i}]", "check", chk.app, chk.check, chk.params,
+                                      mine)
             if isinstance(chk, StateCheck) and chk.table not in ENTITY_TYPES:
                 problems.append(f"checks[{i}].table: no installed app has a table "
                                 f"{chk.table!r}")
@@ -649,7 +673,6 @@ class Task(Model):
         problems += [f"apps[{i}]: no installed app {name!r} (installed: "
                      f"{', '.join(sorted(installed))})"
                      for i, name in enumerate(self.apps or []) if name not in installed]
-        mine = set(self.app_names())
         for table, _rows in self.seed.rows():
             if _rows and TABLE_APP.get(table) not in mine:
                 problems.append(f"seed.{table}: table of app {TABLE_APP.get(table)!r}, which "
@@ -660,6 +683,9 @@ class Task(Model):
                 problems.append(f"tools[{i}]: {name!r} is neither a tool nor an app "
                                 f"({', '.join(sorted(apps))})")
         for i, rule in enumerate(self.safety):
+            if isinstance(rule, AppRule):
+                problems += _app_kind(f"safety[{i}]", "rule", rule.app, rule.rule, rule.params,
+                                      mine)
             if rule.id in seen:
                 problems.append(f"safety[{i}].id: duplicate id {rule.id!r}")
             seen.add(rule.id)
@@ -719,6 +745,24 @@ def task_toolset(task: Task, override: list[str] | None = None) -> list[str]:
     """The tools an episode of ``task`` offers the agent: ``override`` (a run's --tools), else
     the task's own list, else every tool."""
     return resolve_toolset(override or task.tools, task)
+
+
+def _app_kind(where: str, what: str, app: str, name: str, params: dict[str, Any],
+              task_apps: set[str]) -> list[str]:
+    """What is wrong with a task's use of an app's check or rule kind (nothing: [])."""
+    kinds = CHECK_KINDS if what == "check" else RULE_KINDS
+    kind = kinds.get((app, name))
+    if kind is None:
+        known = sorted(f"{a}.{n}" for a, n in kinds)
+        return [f"{where}: no installed app contributes the {what} kind {app}.{name} "
+                f"(known: {', '.join(known) or 'none'})"]
+    out = [] if app in task_apps else [f"{where}.app: {app!r} is not among the task's apps"]
+    try:
+        kind.params.model_validate(params)
+    except ValidationError as exc:
+        out += [f"{where}.params{''.join('.' + str(x) for x in e['loc'])}: {e['msg']}"
+                for e in exc.errors()]
+    return out
 
 
 def _selectors(chk: Any) -> list[tuple[str, Selector]]:

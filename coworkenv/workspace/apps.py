@@ -20,21 +20,27 @@ app taken away, say).
 A task's workspace is made of the default apps (the built-in six), or of the apps its
 ``apps:`` names; its seed gives a plugin table's rows under ``seed.tables`` (each validated
 against the table's entity model), and the generic ``state`` check grades any table's
-entities. :mod:`coworkenv.workspace.contract` is the contract suite an app runs against itself.
+entities. :mod:`coworkenv.runtime.contract` is the contract suite an app runs against itself.
 
-Not yet part of the seam (the built-in apps still own them in the core): typed check kinds,
-safety-rule hooks, SQL projection tables (a plugin's entities are in the store's generic
-``projection`` table, not in the check tables) and synthesis primitives.
+An app may also contribute check kinds and safety-rule kinds (:class:`CheckKind`: a parameter
+model and a read-only evaluation), used by tasks as ``kind: app`` checks and rules.
+
+Not yet part of the seam (the built-in apps still own them in the core): SQL projection
+tables for ``sql`` checks (a plugin's entities are in the store's generic ``projection`` table
+and graded by ``state`` and its own check kinds) and synthesis primitives.
 """
 
 from __future__ import annotations
 
 import importlib
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
+from typing import Any
+
+from pydantic import BaseModel
 
 from .errors import AppError
 from .models import (
@@ -52,12 +58,17 @@ from .models import (
     Person,
     Ticket,
     TicketQueue,
+    WorkspaceState,
 )
 
 GROUP = "coworkenv.apps"
 """The entry-point group apps are registered in."""
 
 
+CHECK_KINDS: dict[tuple[str, str], CheckKind] = {}
+"""The check kinds of the installed apps, by (app, name)."""
+RULE_KINDS: dict[tuple[str, str], CheckKind] = {}
+"""The safety-rule kinds of the installed apps, by (app, name)."""
 _installed: list[App] = []
 _pending: dict[str, str] = {}
 """Apps whose entry point's module was still being imported when the apps were loaded."""
@@ -73,6 +84,21 @@ class Table:
 
 
 @dataclass(frozen=True)
+class CheckKind:
+    """A kind of check, or of safety rule, that an app contributes: ``params``, the model a
+    task's parameters for it are validated against when the task is loaded; ``evaluate(params,
+    state, events)``, which reads the final state and the recorded events (never writes) and
+    returns whether the statement holds (for a rule: nothing was violated), a detail for
+    people, and the seqs of the events it rests on (for a broken rule: those that broke it).
+    Tasks use it as ``{kind: app, app: APP, check: NAME, params: {...}}`` (a check) or
+    ``{kind: app, app: APP, rule: NAME, params: {...}}`` (a safety rule)."""
+
+    params: type[BaseModel]
+    evaluate: Callable[[Any, WorkspaceState, list[Any]], tuple[bool, str, list[int]]]
+    description: str = ""
+
+
+@dataclass(frozen=True)
 class App:
     name: str
     description: str
@@ -84,6 +110,10 @@ class App:
     """Part of every task's workspace unless the task names its ``apps:`` (the six built-in
     apps are; a plugin's app joins only the tasks that name it, so installing one changes
     no other task's tools, tables or state hashes)."""
+    checks: Mapping[str, CheckKind] = field(default_factory=dict)
+    """Check kinds of this app, by name (graded statements about its entities or calls)."""
+    rules: Mapping[str, CheckKind] = field(default_factory=dict)
+    """Safety-rule kinds of this app, by name (a violation zeroes the score)."""
 
     def __post_init__(self) -> None:
         # a plugin whose own import started coworkenv's (``python -m plugin.cli``) could not be
@@ -167,6 +197,17 @@ def check_app(app: App, others: Sequence[App] = ()) -> list[str]:
         except Exception as exc:
             problems.append(f"tools: module {module} cannot be imported: "
                             f"{type(exc).__name__}: {exc}")
+    for what, kinds in (("checks", app.checks), ("rules", app.rules)):
+        for name, kind in kinds.items():
+            if not name.isidentifier():
+                problems.append(f"{what}.{name}: the name is not an identifier")
+            if not isinstance(kind, CheckKind):
+                problems.append(f"{what}.{name}: {kind!r} is not a CheckKind")
+                continue
+            if not (isinstance(kind.params, type) and issubclass(kind.params, BaseModel)):
+                problems.append(f"{what}.{name}.params: {kind.params!r} is not a pydantic model")
+            if not callable(kind.evaluate):
+                problems.append(f"{what}.{name}.evaluate: not callable")
     mine = [t for t in ALL_TOOLS.values() if t.app == app.name]
     if not mine:
         problems.append(f"tools: no tool is registered for app {app.name!r} (its modules: "
@@ -218,8 +259,12 @@ def install(apps: Sequence[App]) -> None:
             if app.default:
                 DEFAULT_TABLES.append(name)
     REGISTRY.clear()
+    CHECK_KINDS.clear()
+    RULE_KINDS.clear()
     for app in ordered:
         REGISTRY.update((t.name, t) for t in ALL_TOOLS.values() if t.app == app.name)
+        CHECK_KINDS.update(((app.name, n), k) for n, k in app.checks.items())
+        RULE_KINDS.update(((app.name, n), k) for n, k in app.rules.items())
     _installed[:] = ordered
 
 

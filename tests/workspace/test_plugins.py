@@ -6,6 +6,7 @@ suite, which must pass for every installed app and catch an app that breaks it."
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -240,3 +241,16 @@ def test_the_state_check_grades_the_whole_table(retail_tasks: Path, tmp_path: Pa
         ep = result.episodes[0]
         assert (ep.score >= 0.75) == passes, (label, ep.score)
         assert ep.status == "completed"
+
+
+def test_the_agreement_benchmark_says_what_it_needs_without_tau2() -> None:
+    """bench/tau2_agreement.py runs tau2-bench in its own venv; without one it says how to
+    make it, and exits 2 (docs/tau2_agreement.md is its recorded report)."""
+    env = {k: v for k, v in os.environ.items() if k != "TAU2_PYTHON"}
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "tau2_agreement.py")],
+                          capture_output=True, text=True, timeout=120, env=env, check=False)
+    assert done.returncode == 2, done.stderr
+    assert "needs tau2-bench in its own Python 3.12 venv" in done.stderr
+    assert "--tau2-python" in done.stderr
+    report = (ROOT / "docs" / "tau2_agreement.md").read_text()
+    assert "| final database, gold trajectories |" in report

@@ -9,6 +9,7 @@ that name it (``apps: [directory, retail]``).
 
 from coworkenv.workspace import App, Table
 
+from .checks import CHECKS, RULES
 from .models import Customer, Order, Product
 
 APP = App(
@@ -17,6 +18,8 @@ APP = App(
     {"customers": Table(Customer, "cust"), "orders": Table(Order, "ord"),
      "products": Table(Product, "prod")},
     ("coworkenv_retail.tools",),
+    checks=CHECKS,
+    rules=RULES,
 )
 
 __all__ = ["APP", "Customer", "Order", "Product"]

@@ -56,6 +56,7 @@ FAMILY = {"cancel_pending_order": "retail_cancel", "exchange_delivered_order_ite
           "retail_modify_order", "modify_pending_order_payment": "retail_modify_order",
           "modify_user_address": "retail_address"}
 YES = "Yes, please go ahead."
+FINDS = ("find_user_id_by_email", "find_user_id_by_name_zip")
 CONFIRMS = (  # (tool, what the customer's question must say, what the customer confirms)
     ("cancel_pending_order", "cancel", "cancel"),
     ("exchange_delivered_order_items", "exchange", "exchange the items of"),
@@ -177,7 +178,7 @@ def _customers_of(task: dict[str, Any], db: dict[str, Any]) -> list[str]:
     return found
 
 
-def _confirmation(act: dict[str, Any]) -> str:
+def confirmation_text(act: dict[str, Any]) -> str:
     args = ", ".join(f"{k}={json.dumps(v)}" for k, v in act["arguments"].items())
     return (f"Here is what I will do: {act['name'].replace('_', ' ')} ({args}). Do you "
             "confirm that I should proceed (yes/no)?")
@@ -234,6 +235,14 @@ def import_task(task: dict[str, Any], db: dict[str, Any]) -> dict[str, Any]:
                        "description": "the customer is "
                        f"told {info!r} (tau2's communicate_info)", "select": {
                            "actor": AGENT, "to": CUSTOMER, "text": {"contains": [str(info)]}}})
+    first_find = next((i for i, (a, ok) in enumerate(zip(actions, done, strict=True))
+                       if ok and a["name"] in FINDS), None)
+    if first_find is not None and all(a["name"] in FINDS or a["name"] == "calculate"
+                                      for a in actions[:first_find]):
+        checks.append({"id": "authenticated", "kind": "app", "app": "retail",
+                       "check": "authenticated", "params": {"user_id": uids[0]},
+                       "description": "the customer is authenticated before anything else "
+                       "about them (policy)"})
     if any(a["name"] == "transfer_to_human_agents" for a in actions):
         checks.append({"id": "transferred", "kind": "event", "gate": True,
                        "description": "transferred to "
@@ -251,16 +260,20 @@ def import_task(task: dict[str, Any], db: dict[str, Any]) -> dict[str, Any]:
                 "first": {"actor": CUSTOMER, "to": AGENT, "text": {
                     "regex": "^\\s*yes\\b.*" + re.escape(f"{whats[act['name']]} {target}")}},
                 "then": {"tool": act["name"], "args": {key: target}}})
-    if not writes and len(checks) == 2:
+    if not writes and not any(c["id"].startswith(("told-", "transferred")) for c in checks):
         raise ImportProblem(f"tau2 task {tid}: nothing to grade (no update, nothing to tell, "
                             "no transfer: any conversation leaves the database as it was)")
+    safety = [] if len(uids) > 1 else [
+        {"id": "one-customer", "kind": "app", "app": "retail", "rule": "other_customers",
+         "params": {"user_id": uids[0]}, "description": "no update of another customer's "
+         "data (policy: one user per conversation)"}]
     reference: list[dict[str, Any]] = [
         {"kind": "message", "to": CUSTOMER, "text": "Thank you. Which details of your request "
          "can you give me, and how can I help?"},
         {"kind": "wait", "message_from": CUSTOMER}]
     for act in actions:
         if act["name"] in WRITES:
-            reference += [{"kind": "message", "to": CUSTOMER, "text": _confirmation(act)},
+            reference += [{"kind": "message", "to": CUSTOMER, "text": confirmation_text(act)},
                           {"kind": "wait", "message_from": CUSTOMER}]
         reference.append({"kind": "tool", "tool": act["name"], "args": act["arguments"]})
     if reference_tells:
@@ -306,6 +319,7 @@ def import_task(task: dict[str, Any], db: dict[str, Any]) -> dict[str, Any]:
         "instruction": _second_to_first(f"{first} {identity}"),
         "reference": reference,
         "checks": checks,
+        "safety": safety,
         "mutation": {"accept": _accepted(reference)},
         "limits": {"max_turns": max(30, 3 * len(reference) + 10), "max_sim_minutes": 240},
         "plan": {"source": "tau2-bench retail", "tau2_task": tid, "gold_actions": len(actions)},
