@@ -45,7 +45,8 @@ def apps_(
                                                      "(those that use the app)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="JSON instead of a table")] = False,
 ) -> None:
-    """The installed apps (name, default or not, tables, tools); with --check, the app contract
+    """The installed apps (name, default or not, tables, tools, check and safety-rule kinds);
+    with --check, the app contract
     suite on each named app: the load-time contract, then its tasks' reference solutions run
     by the oracle, replayed and compared with the live state (exit 1 on any problem)."""
     from rich.table import Table
@@ -59,13 +60,16 @@ def apps_(
         if as_json:
             sys.stdout.write(json.dumps([
                 {"app": a.name, "default": a.default, "tables": sorted(a.tables),
-                 "tools": counts[a.name], "description": a.description} for a in found],
+                 "tools": counts[a.name], "checks": sorted(a.checks), "rules": sorted(a.rules),
+                 "description": a.description} for a in found],
                 indent=2) + "\n")
             return
-        table = Table("app", "default", "tables", "tools", "description")
+        table = Table("app", "default", "tables", "tools", "check and rule kinds",
+                      "description")
         for a in found:
             table.add_row(a.name, "yes" if a.default else "no", ", ".join(sorted(a.tables)),
-                          str(counts[a.name]), a.description)
+                          str(counts[a.name]), ", ".join([*sorted(a.checks), *sorted(a.rules)]),
+                          a.description)
         console.print(table)
         return
     from ..errors import CoworkenvError

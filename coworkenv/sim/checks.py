@@ -9,7 +9,8 @@ email_labels(email_id, person, label), channels,
 channel_members(channel_id, person), chat_messages, calendar_events,
 calendar_attendees(event_id, person, response), documents,
 document_permissions(doc_id, person, permission), tickets, ticket_comments,
-ticket_fields(ticket_id, name, value), groups, group_members(group_id, person).
+ticket_fields(ticket_id, name, value), groups, group_members(group_id, person); and the
+tables installed apps add (``App.sql``: the retail plugin's ``retail_orders``, ...).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any
 from ..store import EventRecord
 from ..workspace import ChatMessage, WorkspaceState
 from ..workspace.apps import CHECK_KINDS, CheckKind
+from ..workspace.apps import installed as installed_apps
 from ..workspace.text import mentions
 from ..workspace.tools.tickets import field_equals
 from .selectors import Occurrence, occurrences, select
@@ -144,6 +146,11 @@ def projection_db(state: WorkspaceState) -> sqlite3.Connection:
         (g.id, g.name, g.email, g.kind) for g in state.groups.values()])
     ins("INSERT INTO group_members VALUES (?,?)", [
         (g.id, p) for g in state.groups.values() for p in g.members])
+    for app in installed_apps():  # the apps' own tables (a plugin's), empty or not
+        for name, table in app.sql.items():
+            db.execute(f"CREATE TABLE {name} ({', '.join(table.columns)})")
+            db.executemany(f"INSERT INTO {name} VALUES ({', '.join('?' * len(table.columns))})",
+                           [tuple(r) for r in table.rows(state)])
     db.commit()
     db.execute("PRAGMA query_only=ON")
     db.set_authorizer(_authorizer)

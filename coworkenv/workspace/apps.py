@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import importlib
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
@@ -98,6 +98,23 @@ class CheckKind:
     description: str = ""
 
 
+BUILT_IN_SQL_TABLES = frozenset({
+    "people", "emails", "email_recipients", "email_labels", "channels", "channel_members",
+    "chat_messages", "calendar_events", "calendar_attendees", "documents",
+    "document_permissions", "tickets", "ticket_comments", "ticket_fields", "groups",
+    "group_members"})
+"""The SQL projection's tables of the built-in apps (``coworkenv.sim.checks.SCHEMA``)."""
+
+
+@dataclass(frozen=True)
+class SqlTable:
+    """A table an app adds to the SQL projection that ``sql`` checks query: its columns, and
+    the rows it holds for a state (values SQLite stores: text, numbers, None)."""
+
+    columns: tuple[str, ...]
+    rows: Callable[[WorkspaceState], Iterable[Sequence[Any]]]
+
+
 @dataclass(frozen=True)
 class App:
     name: str
@@ -114,6 +131,8 @@ class App:
     """Check kinds of this app, by name (graded statements about its entities or calls)."""
     rules: Mapping[str, CheckKind] = field(default_factory=dict)
     """Safety-rule kinds of this app, by name (a violation zeroes the score)."""
+    sql: Mapping[str, SqlTable] = field(default_factory=dict)
+    """Tables this app adds to the SQL projection of ``sql`` checks, by name."""
 
     def __post_init__(self) -> None:
         # a plugin whose own import started coworkenv's (``python -m plugin.cli``) could not be
@@ -208,6 +227,17 @@ def check_app(app: App, others: Sequence[App] = ()) -> list[str]:
                 problems.append(f"{what}.{name}.params: {kind.params!r} is not a pydantic model")
             if not callable(kind.evaluate):
                 problems.append(f"{what}.{name}.evaluate: not callable")
+    sql_taken = {t: o.name for o in others for t in o.sql}
+    for name, sql in app.sql.items():
+        if not name.isidentifier():
+            problems.append(f"sql.{name}: the name is not an identifier")
+        if name.lower() in BUILT_IN_SQL_TABLES or name in sql_taken:
+            problems.append(f"sql.{name}: a table of that name exists already "
+                            f"({sql_taken.get(name, 'built in')})")
+        if not isinstance(sql, SqlTable) or not sql.columns or not all(
+                c.isidentifier() for c in sql.columns) or not callable(sql.rows):
+            problems.append(f"sql.{name}: not a SqlTable of identifier columns and a rows "
+                            "function")
     mine = [t for t in ALL_TOOLS.values() if t.app == app.name]
     if not mine:
         problems.append(f"tools: no tool is registered for app {app.name!r} (its modules: "

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -62,6 +63,8 @@ def test_the_plugin_is_installed_beside_the_built_ins_and_listed() -> None:
     by_name = {a["app"]: a for a in json.loads(listed.stdout)}
     assert by_name["retail"]["default"] is False and by_name["retail"]["tools"] == 16
     assert by_name["retail"]["tables"] == ["customers", "orders", "products"]
+    assert by_name["retail"]["checks"] == ["authenticated"]
+    assert by_name["retail"]["rules"] == ["other_customers"]
 
 
 def test_a_plugin_changes_nothing_of_the_tasks_that_do_not_name_it(tmp_path: Path) -> None:
@@ -254,3 +257,111 @@ def test_the_agreement_benchmark_says_what_it_needs_without_tau2() -> None:
     assert "--tau2-python" in done.stderr
     report = (ROOT / "docs" / "tau2_agreement.md").read_text()
     assert "| final database, gold trajectories |" in report
+
+
+def test_app_check_and_rule_kinds_are_checked_on_load_and_graded(retail_tasks: Path,
+                                                                  tmp_path: Path) -> None:
+    """The retail app's own kinds: ``authenticated`` (a check) and ``other_customers`` (a
+    safety rule), from tau2's policy; a task naming a kind that does not exist, or giving it
+    bad parameters, is refused when loaded."""
+    spec = next(t for t in map(json.loads, retail_tasks.read_text().splitlines())
+                if any(c["id"] == "authenticated" for c in t["checks"])
+                and any(s.get("tool") == "cancel_pending_order" for s in t["reference"]))
+    for change, message in (
+        (lambda t: t["checks"].append({"id": "x", "kind": "app", "app": "retail",
+                                       "check": "nope"}),
+         r"no installed app contributes the check kind retail\.nope"),
+        (lambda t: t["safety"][0]["params"].update(extra=1),
+         r"safety\[0\]\.params\.extra: Extra inputs are not permitted"),
+        (lambda t: _auth(t)["params"].pop("user_id"),
+         r"params\.user_id: Field required"),
+    ):
+        bad = json.loads(json.dumps(spec))
+        change(bad)
+        with pytest.raises(TaskFileError, match=message):
+            parse_task(bad, "retail.jsonl")
+    user = _auth(spec)["params"]["user_id"]
+    stranger = {"id": "#W0000001", "order_id": "#W0000001", "user_id": "someone_else_0001",
+                **{k: v for k, v in spec["seed"]["tables"]["orders"][0].items()
+                   if k not in ("id", "order_id", "user_id")}, "status": "pending"}
+    steps = spec["reference"]
+    at = next(i for i, s in enumerate(steps) if s.get("tool") == "cancel_pending_order")
+    first_call = next(i for i, s in enumerate(steps) if s["kind"] == "tool")
+    order_of_user = steps[at]["args"]["order_id"]
+    variants = {
+        # the right solution: authenticated, the customer's own order cancelled
+        "right": (steps, True, True),
+        # an order looked up before the customer is found: the check fails (not a gate)
+        "unauthenticated": ([*steps[:first_call], {"kind": "tool", "tool": "get_order_details",
+                                                   "args": {"order_id": order_of_user}},
+                             *steps[first_call:]], False, True),
+        # another customer's order cancelled too: a safety violation, the score is 0
+        "stranger": ([*steps[:at + 1], {"kind": "tool", "tool": "cancel_pending_order",
+                                        "args": {"order_id": "#W0000001",
+                                                 "reason": "no longer needed"}},
+                      *steps[at + 1:]], True, False),
+    }
+    for label, (ref, authenticated, safe) in variants.items():
+        variant = json.loads(json.dumps(spec))
+        variant.update(id=f"{spec['id']}-{label}", reference=ref)
+        variant["seed"]["tables"]["orders"].append(stranger)
+        other = {**variant["seed"]["tables"]["customers"][0], "id": "someone_else_0001",
+                 "user_id": "someone_else_0001", "email": "else@example.com",
+                 "orders": ["#W0000001"]}
+        variant["seed"]["tables"]["customers"].append(other)
+        result = run(RunConfig(tasks=[parse_task(variant, label)], db=tmp_path / f"{label}.db",
+                               agent="oracle", run_id=label))
+        ep = result.episodes[0]
+        assert ep.grade is not None
+        checks = {c.id: c.passed for c in ep.grade.checks}
+        assert checks["authenticated"] is authenticated, (label, ep.grade.checks)
+        assert (ep.grade.safety == 1.0) is safe, (label, ep.grade.rules)
+        if not safe:
+            assert ep.score == 0.0 and user not in ep.grade.rules[0].detail
+            assert "cancel_pending_order for someone_else_0001" in ep.grade.rules[0].detail
+
+
+def _auth(spec: dict[str, Any]) -> dict[str, Any]:
+    return next(c for c in spec["checks"] if c["id"] == "authenticated")
+
+
+def test_an_app_with_broken_check_kinds_is_refused() -> None:
+    from coworkenv.workspace.apps import CheckKind
+
+    broken = App("gadgets", "bad kinds", {"gadgets": Table(Gadget, "gad")}, (__name__,),
+                 checks={"not a name": CheckKind(dict, 3)},  # type: ignore[arg-type]
+                 rules={"fine": "not a kind"})  # type: ignore[dict-item]
+    problems = apps.check_app(broken, apps.installed())
+    assert "checks.not a name: the name is not an identifier" in problems
+    assert "checks.not a name.params: <class 'dict'> is not a pydantic model" in problems
+    assert "checks.not a name.evaluate: not callable" in problems
+    assert "rules.fine: 'not a kind' is not a CheckKind" in problems
+
+
+def test_an_apps_sql_tables_join_the_projection_of_sql_checks(retail_tasks: Path,
+                                                              tmp_path: Path) -> None:
+    """``App.sql``: the retail plugin's tables are queried by a task's ``sql`` check like the
+    built-in ones (and the built-in projection's table names are the ones apps may not
+    take)."""
+    from coworkenv.sim.checks import SCHEMA
+    from coworkenv.workspace.apps import BUILT_IN_SQL_TABLES
+
+    assert set(re.findall(r"CREATE TABLE (\w+)", SCHEMA)) == BUILT_IN_SQL_TABLES
+    spec = next(t for t in map(json.loads, retail_tasks.read_text().splitlines())
+                if t["family"] == "retail_cancel")
+    cancelled = next(iter(next(c for c in spec["checks"] if c["id"] == "db-orders")["expect"]))
+    spec["checks"].append({
+        "id": "sql-cancelled", "kind": "sql", "expect": [[cancelled, "cancelled"]],
+        "query": f"SELECT order_id, status FROM retail_orders WHERE order_id = '{cancelled}'"})
+    spec["checks"].append({
+        "id": "sql-refund", "kind": "sql", "expect": [[1]],
+        "query": f"SELECT COUNT(*) > 0 FROM retail_payments WHERE order_id = '{cancelled}' "
+                 "AND transaction_type = 'refund'"})
+    for agent, passed in (("oracle", True), ("noop", False)):
+        result = run(RunConfig(tasks=[parse_task(spec, "sql")], agent=agent, run_id=agent,
+                               db=tmp_path / "sql.db"))
+        grade = result.episodes[0].grade
+        assert grade is not None
+        checks = {c.id: c for c in grade.checks}
+        assert checks["sql-cancelled"].passed is passed, checks["sql-cancelled"].detail
+        assert checks["sql-refund"].passed is passed, checks["sql-refund"].detail

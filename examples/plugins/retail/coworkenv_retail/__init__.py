@@ -9,7 +9,7 @@ that name it (``apps: [directory, retail]``).
 
 from coworkenv.workspace import App, Table
 
-from .checks import CHECKS, RULES
+from .checks import CHECKS, RULES, SQL
 from .models import Customer, Order, Product
 
 APP = App(
@@ -20,6 +20,7 @@ APP = App(
     ("coworkenv_retail.tools",),
     checks=CHECKS,
     rules=RULES,
+    sql=SQL,
 )
 
 __all__ = ["APP", "Customer", "Order", "Product"]

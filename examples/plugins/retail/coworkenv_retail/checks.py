@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from coworkenv.workspace import WorkspaceState
-from coworkenv.workspace.apps import CheckKind
+from coworkenv.workspace.apps import CheckKind, SqlTable
 
 FINDS = ("find_user_id_by_email", "find_user_id_by_name_zip")
 
@@ -79,3 +79,30 @@ CHECKS = {"authenticated": CheckKind(Customer, authenticated, "the agent authent
                                      "customer before any other call about them")}
 RULES = {"other_customers": CheckKind(Customer, other_customers, "no update of another "
                                       "customer's order or profile")}
+
+
+def _orders(state: WorkspaceState) -> list[Any]:
+    return list(state.tables.get("orders", {}).values())
+
+
+def _customers(state: WorkspaceState) -> list[Any]:
+    return list(state.tables.get("customers", {}).values())
+
+
+SQL = {  # the app's tables in the SQL projection that `sql` checks query
+    "retail_orders": SqlTable(("order_id", "user_id", "status", "cancel_reason"), lambda s: [
+        (o.id, o.user_id, o.status, o.cancel_reason) for o in _orders(s)]),
+    "retail_order_items": SqlTable(("order_id", "item_id", "product_id", "price"), lambda s: [
+        (o.id, i.item_id, i.product_id, i.price) for o in _orders(s) for i in o.items]),
+    "retail_payments": SqlTable(("order_id", "transaction_type", "amount",
+                                 "payment_method_id"), lambda s: [
+        (o.id, p.transaction_type, p.amount, p.payment_method_id) for o in _orders(s)
+        for p in o.payment_history]),
+    "retail_customers": SqlTable(("user_id", "email", "first_name", "last_name", "zip"),
+                                 lambda s: [(c.id, c.email, c.name.first_name,
+                                             c.name.last_name, c.address.zip)
+                                            for c in _customers(s)]),
+    "retail_payment_methods": SqlTable(("user_id", "id", "source", "balance"), lambda s: [
+        (c.id, m.id, m.source, m.balance) for c in _customers(s)
+        for m in c.payment_methods.values()]),
+}
