@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_ruff() -> None:
-    r = subprocess.run([sys.executable, "-m", "ruff", "check", "coworkenv", "tests", "bench"],
+    r = subprocess.run([sys.executable, "-m", "ruff", "check", "coworkenv", "tests", "bench", "examples"],
                        cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
 

@@ -2,7 +2,7 @@
 
 from ..store import events_hash
 from .actor import Actor, ActorContext
-from .checks import CheckResult, evaluate_checks, projection_db
+from .checks import CheckResult, agent_tool_calls, evaluate_checks, projection_db
 from .clock import Clock, VirtualClock, WallClock, make_clock
 from .episode import EpisodeKernel, EpisodeResult, EpisodeSpec
 from .errors import (
@@ -29,13 +29,45 @@ from .runner import (
 from .task import Capability, CastMember, Fact, Task
 
 __all__ = [
-    "STOP_SIGNALS", "Actor", "ActorContext", "Capability", "CastMember", "CheckResult", "Clock",
+    "STOP_SIGNALS",
+    "Actor",
+    "ActorContext",
+    "Capability",
+    "CastMember",
+    "CheckResult",
+    "Clock",
     "EpisodeFailure",
-    "EpisodeKernel", "EpisodeResult", "EpisodeSpec", "Fact", "HeldOut", "HeldOutError", "Interrupt",
+    "EpisodeKernel",
+    "EpisodeResult",
+    "EpisodeSpec",
+    "Fact",
+    "HeldOut",
+    "HeldOutError",
+    "Interrupt",
     "ProcessFailedError",
-    "RunConfigError", "RunInterrupted", "RunOptions",
-    "SimError", "Task", "TaskFileError", "VirtualClock", "WallClock", "benchmark", "builtin_tasks",
-    "default_processes", "episode_seed", "evaluate_checks", "events_hash", "load_task_file", "load_tasks",
-    "make_clock", "new_run_id", "parse_task", "plan_run", "projection_db", "run_episodes",
-    "run_in_processes", "run_jobs",
+    "RunConfigError",
+    "RunInterrupted",
+    "RunOptions",
+    "SimError",
+    "Task",
+    "TaskFileError",
+    "VirtualClock",
+    "WallClock",
+    "agent_tool_calls",
+    "benchmark",
+    "builtin_tasks",
+    "default_processes",
+    "episode_seed",
+    "evaluate_checks",
+    "events_hash",
+    "load_task_file",
+    "load_tasks",
+    "make_clock",
+    "new_run_id",
+    "parse_task",
+    "plan_run",
+    "projection_db",
+    "run_episodes",
+    "run_in_processes",
+    "run_jobs",
 ]

@@ -267,9 +267,7 @@ class EpisodeKernel:
             self._record("setup", kind, payload, text)
         me = self.state.people[task.agent].model_dump(mode="json")
         self.submit(task.user.person, "agent", "task",
-                    {"from": task.user.person, "instruction": task.instruction, "me": me,
-                     "start": task.start.isoformat(),
-                     "tools": task_toolset(task, spec.tools)}, 0.0)
+                    {**task.opening(me), "tools": task_toolset(task, spec.tools)}, 0.0)
         for i, ev in enumerate(task.timeline):
             self.clock.schedule(ev.minutes(task.start) * 60, _Delivery(
                 "world", "world", "timeline", {"index": i, **({"id": ev.id} if ev.id else {})}),

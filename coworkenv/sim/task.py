@@ -703,6 +703,16 @@ class Task(Model):
     def cast(self) -> list[CastMember]:
         return [self.user, *self.coworkers]
 
+    def opening(self, me: dict[str, Any]) -> dict[str, Any]:
+        """What the task message to the agent carries (``me``: the agent's directory entry):
+        who assigns it, the instruction, the start, and the task's apps when it names them
+        (the agent's prompt describes them; the default apps' prompt is as it always was)."""
+        out: dict[str, Any] = {"from": self.user.person, "instruction": self.instruction,
+                               "me": me, "start": self.start.isoformat()}
+        if self.apps is not None:
+            out["apps"] = list(self.apps)
+        return out
+
     def app_names(self) -> list[str]:
         """The apps this task's workspace is made of: its ``apps``, else the default apps."""
         return list(self.apps) if self.apps is not None else default_apps()

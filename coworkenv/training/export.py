@@ -184,8 +184,7 @@ def export_rl(tasks: list[Task], out: Path, *, split_by: SplitBy = "task",
     rows: dict[str, list[dict[str, Any]]] = {"train": [], "eval": []}
     for t in tasks:
         me = next(p for p in t.seed.people if p.id == t.agent).model_dump(mode="json")
-        prompt = opening({"from": t.user.person, "instruction": t.instruction, "me": me,
-                          "start": t.start.isoformat()})
+        prompt = opening(t.opening(me))
         key = t.id if split_by == "task" else t.family
         rows[_split(key, eval_fraction, frozenset(held_out) if held_out else None)].append({
             "prompt": prompt, "tools": json.dumps(agent_tools(task_toolset(t, tools))),

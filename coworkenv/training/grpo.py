@@ -79,8 +79,7 @@ def train_grpo(model: str, tasks: list[Task], out: Path, db: Path,
                 by_toolset[toolset] = name
                 factories[name] = environment_class(host, toolset)
             me = next(p for p in t.seed.people if p.id == t.agent).model_dump(mode="json")
-            rows.append({"prompt": opening({"from": t.user.person, "instruction": t.instruction,
-                                            "me": me, "start": t.start.isoformat()}),
+            rows.append({"prompt": opening(t.opening(me)),
                          "task_id": t.id, "environment": by_toolset[toolset]})
         ds = datasets.Dataset.from_list(rows)
         cfg = GRPOConfig(

@@ -1,8 +1,8 @@
 """The simulated company: entities, state, tools and the catalog; the apps it is made of
-(:mod:`coworkenv.workspace.apps`: ``App``, ``Table``, ``Entity``, ``tool``, ``ToolArgs`` and
-``ToolContext`` are what an app plugin builds with)."""
+(:mod:`coworkenv.workspace.apps`: ``App``, ``Table``, ``Entity``, ``tool``, ``ToolArgs``,
+``ToolContext``, ``CheckKind`` and ``SqlTable`` are what an app plugin builds with)."""
 
-from .apps import App, Table
+from .apps import App, CheckKind, SqlTable, Table
 from .catalog import markdown_table, openai_tools
 from .errors import AppError, ToolError, WorkspaceError
 from .models import (
@@ -36,6 +36,7 @@ __all__ = [
     "CalendarEvent",
     "Channel",
     "ChatMessage",
+    "CheckKind",
     "Comment",
     "Document",
     "Email",
@@ -43,6 +44,7 @@ __all__ = [
     "Group",
     "Notification",
     "Person",
+    "SqlTable",
     "Table",
     "Ticket",
     "TicketQueue",

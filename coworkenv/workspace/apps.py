@@ -11,6 +11,10 @@ way, in coworkenv's own ``pyproject.toml``::
     [project.entry-points."coworkenv.apps"]
     retail = "coworkenv_retail:APP"
 
+An app's modules import only :mod:`coworkenv.workspace` when they are loaded (the apps are
+loaded while coworkenv's own modules import the workspace); what else they need of coworkenv
+(``coworkenv.sim.agent_tool_calls`` in a check kind, say) they import where they use it.
+
 Loading checks every app against the contract (:func:`check_app`) and refuses one that breaks
 it with :class:`AppError`, naming the entry point and what is wrong. The tool registry, the
 entity tables and their id prefixes are then built from the apps, in the order of their

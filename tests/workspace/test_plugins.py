@@ -212,6 +212,18 @@ def test_retail_tasks_run_under_the_oracle_and_the_noop_agent(tmp_path: Path,
     # update fails (a gift card short of the price difference), so its database stays
     passed = {e.task_id for e in noop.episodes if e.passed}
     assert passed == {"tau2-retail-105"}, passed
+    # the oracle's episodes export as teacher demonstrations, each offered the retail tools
+    from coworkenv.training import export_sft
+
+    stats = export_sft(tmp_path / "r.db", tmp_path / "sft", run="o")
+    assert stats.considered == 111 and sum(stats.written.values()) == 111, stats
+    rows = [json.loads(line) for f in sorted((tmp_path / "sft").glob("*.jsonl"))
+            for line in f.read_text().splitlines()]
+    assert rows and all({t["function"]["name"] for t in json.loads(r["tools"])}
+                        >= {"get_order_details", "cancel_pending_order"} for r in rows)
+    # the agent's prompt describes the task's apps, not the built-in office
+    prompt = rows[0]["messages"][0]["content"]
+    assert "(A retail store's customer service: customers" in prompt and "tickets" not in prompt
     # replay rebuilds the plugin's tables exactly
     from coworkenv.store import Reader
 
@@ -365,3 +377,16 @@ def test_an_apps_sql_tables_join_the_projection_of_sql_checks(retail_tasks: Path
         checks = {c.id: c for c in grade.checks}
         assert checks["sql-cancelled"].passed is passed, checks["sql-cancelled"].detail
         assert checks["sql-refund"].passed is passed, checks["sql-refund"].detail
+
+
+@pytest.mark.parametrize("module", ["coworkenv.workspace", "coworkenv.sim", "coworkenv.runtime",
+                                    "coworkenv.cli", "coworkenv_retail", "coworkenv_retail.tau2"])
+def test_any_first_import_loads_the_plugin(module: str) -> None:
+    """Whichever module a program imports first (coworkenv's own, or the plugin's, which
+    imports coworkenv), the apps load without an import cycle and the plugin is installed."""
+    done = subprocess.run([sys.executable, "-c", f"import {module}\n"
+                           "from coworkenv.workspace import apps\n"
+                           "print(sorted(a.name for a in apps.installed()))"],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "'retail'" in done.stdout

@@ -13,8 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from coworkenv.workspace import WorkspaceState
-from coworkenv.workspace.apps import CheckKind, SqlTable
+from coworkenv.workspace import CheckKind, SqlTable, WorkspaceState
 
 FINDS = ("find_user_id_by_email", "find_user_id_by_name_zip")
 
@@ -26,16 +25,9 @@ class Customer(BaseModel):
 
 def _calls(events: list[Any]) -> list[tuple[Any, Any]]:
     """The agent's tool calls that succeeded, with their results."""
-    calls: dict[str, Any] = {}
-    out = []
-    for e in events:
-        if e.kind == "tool_call" and e.actor == "agent":
-            calls[str(e.payload.get("call_id"))] = e
-        elif e.kind == "tool_result" and e.payload.get("to") == "agent" and e.payload.get("ok"):
-            call = calls.get(str(e.payload.get("call_id")))
-            if call is not None:
-                out.append((call, e))
-    return out
+    from coworkenv.sim import agent_tool_calls  # (an app imports only the workspace at load)
+
+    return [(c, r) for c, r in agent_tool_calls(events) if r is not None and r.payload.get("ok")]
 
 
 def _owner(state: WorkspaceState, args: dict[str, Any]) -> str | None:
