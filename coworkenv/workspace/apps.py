@@ -27,11 +27,10 @@ against the table's entity model), and the generic ``state`` check grades any ta
 entities. :mod:`coworkenv.runtime.contract` is the contract suite an app runs against itself.
 
 An app may also contribute check kinds and safety-rule kinds (:class:`CheckKind`: a parameter
-model and a read-only evaluation), used by tasks as ``kind: app`` checks and rules.
+model and a read-only evaluation), used by tasks as ``kind: app`` checks and rules, and tables
+of the SQL projection that ``sql`` checks query (:class:`SqlTable`).
 
-Not yet part of the seam (the built-in apps still own them in the core): SQL projection
-tables for ``sql`` checks (a plugin's entities are in the store's generic ``projection`` table
-and graded by ``state`` and its own check kinds) and synthesis primitives.
+Not yet part of the seam: synthesis primitives (the composer's are the built-in apps').
 """
 
 from __future__ import annotations
