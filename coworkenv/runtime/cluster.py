@@ -340,12 +340,23 @@ async def _dispatch(ray: Any, actors: list[Any], jobs: list[tuple[Task, int, int
 
 
 def _answers(ray: Any, host: Any, timeout: float = 120.0) -> bool:
-    """Whether a host whose batch was lost is back (Ray restarted it) or gone for good."""
-    try:
-        ray.get(host.where.remote(), timeout=timeout)
-    except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
-        return False
-    return True
+    """Whether a host whose batch was lost is back (Ray restarted it) or gone for good. While
+    Ray restarts it, a call says it is *temporarily* unavailable (``ActorUnavailableError``,
+    a ``RayActorError``): that is asked again until the timeout, not taken as its death (which
+    dropped a restarting host, and with it every episode queued for it)."""
+    unavailable = getattr(ray.exceptions, "ActorUnavailableError", ())
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            ray.get(host.where.remote(), timeout=max(0.1, deadline - time.monotonic()))
+        except unavailable:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.5)
+            continue
+        except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
+            return False
+        return True
 
 
 def _record_lost(db: sqlite3.Connection, o: RunOptions, task: Task, trial: int, attempt: int,

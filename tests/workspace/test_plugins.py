@@ -84,9 +84,9 @@ def test_a_plugin_changes_nothing_of_the_tasks_that_do_not_name_it(tmp_path: Pat
 
 def test_the_contract_suite_passes_for_every_installed_app(retail_tasks: Path) -> None:
     for name in BUILT_IN:
-        report = check_app_contract(name, EXAMPLES)
+        report = check_app_contract(name, EXAMPLES[:1])
         assert report.ok, (name, report.problems)
-        assert report.episodes >= 20  # (every example task uses the built-in apps)
+        assert report.episodes == 20  # (every built-in task has the built-in apps)
     report = check_app_contract("retail", [retail_tasks])
     assert report.ok, report.problems
     assert report.episodes == 111
