@@ -37,13 +37,12 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-WRITES = ("cancel_pending_order", "exchange_delivered_order_items",
-          "return_delivered_order_items", "modify_pending_order_address",
-          "modify_pending_order_items", "modify_pending_order_payment", "modify_user_address")
 
 
 def perturbations(task: dict[str, Any], db: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
     """The trajectories of one tau2 task, by name: its gold actions and their perturbations."""
+    from coworkenv_retail.tau2 import WRITES
+
     gold = [{"name": a["name"], "arguments": a["arguments"]}
             for a in task["evaluation_criteria"]["actions"] or []]
     out = {"gold": gold}
@@ -93,7 +92,7 @@ def _changed_argument(call: dict[str, Any], db: dict[str, Any]) -> dict[str, Any
 
 def _episode_spec(task: dict[str, Any], case: str, calls: list[dict[str, Any]]) -> dict[str, Any]:
     """The imported task with the trajectory as its reference (updates confirmed first)."""
-    from coworkenv_retail.tau2 import CUSTOMER, confirmation_text
+    from coworkenv_retail.tau2 import CUSTOMER, WRITES, confirmation_text
 
     steps: list[dict[str, Any]] = []
     for c in calls:

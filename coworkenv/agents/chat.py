@@ -50,9 +50,10 @@ def agent_tools(names: list[str] | None = None) -> list[dict[str, Any]]:
 def system_prompt(me: Mapping[str, Any], start: str, apps: list[str] | None = None) -> str:
     """The agent's system prompt; ``apps``: the task's apps when it names them (their
     descriptions say what the workspace is; by default the built-in apps')."""
-    described = {a.name: a.description for a in installed()}
-    workspace = "; ".join(described.get(a, a) for a in apps if a != "directory") \
-        if apps else "email, chat, calendar, documents, tickets"
+    workspace = "email, chat, calendar, documents, tickets"
+    if apps:
+        described = {a.name: a.description for a in installed()}
+        workspace = "; ".join(described.get(a, a) for a in apps if a != "directory")
     return (f"You are {me.get('name', 'an assistant')} <{me.get('email', '')}>, "
             f"{me.get('role') or 'an AI assistant'} at the company, working in its workspace "
             f"({workspace}) through the functions you are given. "

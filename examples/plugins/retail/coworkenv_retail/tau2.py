@@ -41,6 +41,7 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
+from .checks import FINDS
 from .models import from_tau2
 
 AGENT = "agent"
@@ -56,7 +57,6 @@ FAMILY = {"cancel_pending_order": "retail_cancel", "exchange_delivered_order_ite
           "retail_modify_order", "modify_pending_order_payment": "retail_modify_order",
           "modify_user_address": "retail_address"}
 YES = "Yes, please go ahead."
-FINDS = ("find_user_id_by_email", "find_user_id_by_name_zip")
 CONFIRMS = (  # (tool, what the customer's question must say, what the customer confirms)
     ("cancel_pending_order", "cancel", "cancel"),
     ("exchange_delivered_order_items", "exchange", "exchange the items of"),
