@@ -8,8 +8,21 @@ serialises) each message inside its timed loop.
   the bus's own window (the fair baseline for a bus that publishes concurrently); every
   message must arrive (lost counts are reported);
 - episode-shaped traffic: N episodes at once, each with one message in flight (a request and
-  its reply, ``Bus.request``/``Bus.reply``, as a remote agent's turns go), over the memory bus
-  and over MQTT: round trips/s, and the round trip's p50/p99.
+  its reply, ``Bus.request``/``Bus.reply``, as a remote agent's turns go), over the memory bus,
+  over MQTT between two connections (each message through the broker: the remote-worker path)
+  and over MQTT within one connection (its own subscribers served in-process, every envelope
+  still published to the broker: a one-process run's path): round trips/s, and the round
+  trip's p50/p99; and the round trip of one episode alone (one message in flight in the
+  process: the latency inside an episode, half of it per message). The broker path is
+  measured twice: on the broker as found, and, where a ``mosquitto`` binary is on PATH, on a
+  private Mosquitto started with ``set_tcp_nodelay true`` (without it the broker holds a
+  small packet that follows an unacknowledged one for the client's delayed ACK, about 40 ms;
+  README: "MQTT latency");
+- whole runs: the same episodes (``--run-episodes`` of the load agent's office mix, writes
+  that notify someone and reads, ``--run-steps`` each, 64 at once, no think time, so CPU
+  bound) over the memory bus, over MQTT as a run uses it, and over MQTT with every envelope
+  coming back through the broker (``local=0``): episodes/s, CPU per agent step, and the ratio
+  to the memory bus, interleaved ``--repeats`` times.
 
 Broker: COWORKENV_TEST_BROKER (default 127.0.0.1:1883). Prints one JSON object.
 """
@@ -21,9 +34,16 @@ import asyncio
 import json
 import logging
 import os
+import resource
+import shutil
+import socket
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +52,10 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from coworkenv.agents import LoadAgent
 from coworkenv.bus import Bus, Envelope, MemoryBus, MqttBus, new_id
+from coworkenv.runtime import RunConfig, run
+from coworkenv.sim import builtin_tasks
 
 
 def pct(values: list[float], q: float) -> float:
@@ -184,9 +207,69 @@ async def episodes_memory(n: int, turns: int) -> dict[str, Any]:
 
 
 async def episodes_mqtt(host: str, port: int, n: int, turns: int) -> dict[str, Any]:
+    """Requester and responder on two connections: every message through the broker."""
     prefix = f"bench-ep-{new_id()[:8]}"
     async with MqttBus(host, port, prefix=prefix) as a, MqttBus(host, port, prefix=prefix) as b:
         return await episodes(a, b, n, turns)
+
+
+async def episodes_mqtt_local(host: str, port: int, n: int, turns: int) -> dict[str, Any]:
+    """Both on one connection (a one-process run): served in-process, published to the
+    broker all the same."""
+    async with MqttBus(host, port, prefix=f"bench-epl-{new_id()[:8]}") as bus:
+        assert bus.local
+        return await episodes(bus, bus, n, turns)
+
+
+@contextmanager
+def nodelay_broker() -> Iterator[int | None]:
+    """A private Mosquitto on a free port with ``set_tcp_nodelay true`` (None without the
+    binary)."""
+    binary = shutil.which("mosquitto")
+    if binary is None:
+        yield None
+        return
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    with tempfile.TemporaryDirectory() as d:
+        conf = Path(d) / "mosquitto.conf"
+        conf.write_text(f"listener {port} 127.0.0.1\nallow_anonymous true\n"
+                        "set_tcp_nodelay true\n")
+        proc = subprocess.Popen([binary, "-c", str(conf)], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        try:
+            for _ in range(100):
+                try:
+                    socket.create_connection(("127.0.0.1", port), 0.2).close()
+                    break
+                except OSError:
+                    time.sleep(0.05)
+            yield port
+        finally:
+            proc.terminate()
+            proc.wait(10)
+
+
+def whole_run(bus: str, episodes: int, steps: int, d: Path) -> dict[str, Any]:
+    """``episodes`` episodes of the load agent's office mix over ``bus``: episodes/s and CPU
+    per agent step of the whole process (kernel, store writer, grading, bus)."""
+    task = next(t for t in builtin_tasks() if t.id == "share-onboarding")
+    task = task.model_copy(update={"limits": task.limits.model_copy(
+        update={"max_turns": steps + 1})})
+    rid = f"bus-{time.time_ns()}"
+    c0 = resource.getrusage(resource.RUSAGE_SELF)
+    t0 = time.perf_counter()
+    result = run(RunConfig([task], agent=lambda t: LoadAgent.for_task(t, steps),
+                           agent_name="load", role="student", db=d / f"{rid}.db",
+                           trials=episodes, concurrency=64, run_id=rid, bus=bus))
+    wall = time.perf_counter() - t0
+    c1 = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = c1.ru_utime - c0.ru_utime + c1.ru_stime - c0.ru_stime
+    assert result.overall["episodes"] == episodes, result.overall
+    agent_steps = sum(r.turns for r in result.episodes)
+    return {"episodes_per_s": round(episodes / wall, 1),
+            "cpu_per_agent_step_us": round(cpu / agent_steps * 1e6, 1)}
 
 
 def median_of(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -202,21 +285,49 @@ async def main() -> None:
     ap.add_argument("--episodes", type=int, default=100,
                     help="episodes at once for the episode-shaped test")
     ap.add_argument("--turns", type=int, default=20, help="round trips per episode")
+    ap.add_argument("--run-episodes", type=int, default=256,
+                    help="episodes per whole run (0 skips the runs)")
+    ap.add_argument("--run-steps", type=int, default=20, help="agent steps per episode")
     args = ap.parse_args()
     host, _, port = os.environ.get("COWORKENV_TEST_BROKER", "127.0.0.1:1883").partition(":")
-    raw, mem, rawm, raww, mq, epm, epq = [], [], [], [], [], [], []
+    p = int(port or 1883)
+    raw, mem, rawm, raww, mq, epm, epq, epl, epn = [], [], [], [], [], [], [], [], []
+    runs: dict[str, list[dict[str, Any]]] = {"memory": [], "mqtt": [], "mqtt_via_broker": []}
+    one: dict[str, list[dict[str, Any]]] = {
+        "memory": [], "mqtt_one_connection": [], "mqtt_two_connections": [],
+        "mqtt_two_connections_nodelay_broker": []}
     window = MqttBus("127.0.0.1").window  # (the bus's default window, for the baseline)
-    for _ in range(args.repeats):  # interleaved, so machine noise hits every variant alike
-        raw.append(await raw_queue(args.messages))
-        async with MemoryBus("bench") as bus:
-            mem.append(await through_bus(bus, args.messages, flush=False))
-        epm.append(await episodes_memory(args.episodes, args.turns))
-        if not args.no_mqtt:
-            p = int(port or 1883)
-            rawm.append(await raw_aiomqtt(host, p, args.mqtt_messages))
-            raww.append(await raw_aiomqtt(host, p, args.mqtt_messages, window))
-            mq.append(await mqtt_bus(host, p, args.mqtt_messages))
-            epq.append(await episodes_mqtt(host, p, args.episodes, args.turns))
+    run_dir = Path(tempfile.mkdtemp(prefix="bench-bus-"))
+    with nodelay_broker() as nd_port:
+        for _ in range(args.repeats):  # interleaved, so machine noise hits every variant alike
+            raw.append(await raw_queue(args.messages))
+            async with MemoryBus("bench") as bus:
+                mem.append(await through_bus(bus, args.messages, flush=False))
+            epm.append(await episodes_memory(args.episodes, args.turns))
+            if not args.no_mqtt:
+                rawm.append(await raw_aiomqtt(host, p, args.mqtt_messages))
+                raww.append(await raw_aiomqtt(host, p, args.mqtt_messages, window))
+                mq.append(await mqtt_bus(host, p, args.mqtt_messages))
+                epq.append(await episodes_mqtt(host, p, args.episodes, args.turns))
+                epl.append(await episodes_mqtt_local(host, p, args.episodes, args.turns))
+                if nd_port is not None:
+                    epn.append(await episodes_mqtt(host, nd_port, args.episodes, args.turns))
+                # latency: one episode, so one message in flight in the whole process
+                one["memory"].append(await episodes_memory(1, args.turns))
+                one["mqtt_two_connections"].append(await episodes_mqtt(host, p, 1, args.turns))
+                one["mqtt_one_connection"].append(
+                    await episodes_mqtt_local(host, p, 1, args.turns))
+                if nd_port is not None:
+                    one["mqtt_two_connections_nodelay_broker"].append(
+                        await episodes_mqtt(host, nd_port, 1, args.turns))
+            if args.run_episodes:
+                url = f"mqtt://{host}:{p}/bench-run-{new_id()[:8]}"
+                for name, bus_url in (("memory", "memory"), ("mqtt", url),
+                                      ("mqtt_via_broker", url + "?local=0")):
+                    if bus_url == "memory" or not args.no_mqtt:
+                        runs[name].append(await anyio.to_thread.run_sync(
+                            whole_run, bus_url, args.run_episodes, args.run_steps, run_dir))
+    shutil.rmtree(run_dir, ignore_errors=True)
     out: dict[str, Any] = {
         "repeats": args.repeats,
         "raw_asyncio_queue": median_of(raw),
@@ -236,6 +347,21 @@ async def main() -> None:
         out["episodes_mqtt_bus"] = median_of(epq)
         out["episodes_mqtt_vs_memory"] = round(median_of(epq)["round_trips_per_s"]
                                                / median_of(epm)["round_trips_per_s"], 3)
+        out["episodes_mqtt_bus_one_connection"] = median_of(epl)
+        out["episodes_mqtt_one_connection_vs_memory"] = round(
+            median_of(epl)["round_trips_per_s"] / median_of(epm)["round_trips_per_s"], 3)
+        out["episodes_mqtt_bus_nodelay_broker"] = (
+            median_of(epn) if epn else "no mosquitto binary on PATH")
+        out["one_episode_round_trip_p50_us"] = {
+            k: median_of(v)["round_trip_p50_us"] for k, v in one.items() if v}
+    if args.run_episodes:
+        out["runs"] = {"episodes": args.run_episodes, "steps": args.run_steps,
+                       **{k: median_of(v) for k, v in runs.items() if v}}
+        for k in ("mqtt", "mqtt_via_broker"):
+            if runs[k]:
+                out["runs"][f"{k}_vs_memory"] = round(
+                    median_of(runs[k])["episodes_per_s"]
+                    / median_of(runs["memory"])["episodes_per_s"], 3)
     print(json.dumps(out, indent=2))
 
 

@@ -179,8 +179,11 @@ class Bus(ABC):
     async def _remove_subscription(self, sub: Subscription) -> None:
         self._router.remove(sub)
 
-    async def _route(self, env: Envelope) -> None:
-        if env.correlation_id is not None and env.correlation_id in self._pending \
+    async def _route(self, env: Envelope, *, plain: bool = True, shared: bool = True) -> None:
+        """Deliver to the matching subscriptions: plain ones, shared ones, or both (the MQTT
+        bus serves its own plain subscribers in-process and lets the broker pick a shared
+        group's member: see MqttBus.local)."""
+        if plain and env.correlation_id is not None and env.correlation_id in self._pending \
                 and env.topic.endswith(f"/_reply/{self.bus_id}"):
             self._replies[env.correlation_id] = env
             self._pending[env.correlation_id].set()
@@ -188,8 +191,9 @@ class Bus(ABC):
         groups: dict[str, list[Subscription]] | None = None
         for sub in self._router.match(env.topic):
             if sub.share_group is None:
-                await sub._deliver(env)
-            else:
+                if plain:
+                    await sub._deliver(env)
+            elif shared:
                 groups = groups or {}
                 groups.setdefault(sub.share_group, []).append(sub)
         for group, members in (groups or {}).items():  # one member each, in turn

@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import socket
 import ssl
 from collections import OrderedDict
 from typing import Any
@@ -53,6 +54,12 @@ _AIOMQTT_LOG.setLevel(logging.ERROR)
 
 _ENVELOPES = TypeAdapter(list[Envelope])
 
+# Nagle's algorithm off: paho leaves it on, so a small packet written while an earlier one is
+# unacknowledged waits for the peer's delayed ACK (about 40 ms on Linux). An episode sends one
+# small message at a time and waits for the answer, so with it on each round trip over a
+# local broker took about 88 ms instead of about 1.
+_NO_DELAY = ((socket.IPPROTO_TCP, socket.TCP_NODELAY, 1),)
+
 
 def _is_mqtt_error(exc: BaseException) -> bool:
     if isinstance(exc, aiomqtt.MqttError):
@@ -70,7 +77,7 @@ class MqttBus(Bus):
                  qos: int = 1, window: int = 4096, max_batch: int = 256,
                  reconnect_timeout: float = 30.0, persistent_session: bool = True,
                  dedup_size: int = 200_000, key: bytes | None = None, protocol: int = 5,
-                 session_expiry: int = 300) -> None:
+                 session_expiry: int = 300, local: bool = True) -> None:
         super().__init__(prefix)
         for name, value in (("window", window), ("max_batch", max_batch)):
             if value < 1:
@@ -86,6 +93,13 @@ class MqttBus(Bus):
             raise ValueError(f"session_expiry: expected seconds (0 or more), got "
                              f"{session_expiry}")
         self.protocol = protocol
+        self.local = local and protocol == 5
+        """Envelopes this bus publishes reach its own plain subscriptions in-process, at
+        publish time, and the broker does not send them back (MQTT 5's No Local option on
+        those subscriptions): the broker still gets every envelope, for other processes,
+        remote workers and anyone watching. Shared subscriptions (``$share/...``) always go
+        through the broker, which picks the member. MQTT 3.1.1 has no No Local: there
+        everything comes back through the broker."""
         self.session_expiry = session_expiry
         """MQTT 5: seconds the broker keeps this client's session (its subscriptions and the
         messages queued for it) after the connection drops; a reconnect within it loses
@@ -110,6 +124,9 @@ class MqttBus(Bus):
         self._drained.set()
         self._filters: dict[str, int] = {}
         self._seen: OrderedDict[str, None] = OrderedDict()
+        self._own: OrderedDict[str, None] = OrderedDict()
+        """Ids this bus delivered in-process (``local``): when the broker brings one back
+        for a shared subscription of ours, only the shared members get it."""
         self._dedup_size = dedup_size
         self._duplicates = 0
         self._reconnects = 0
@@ -206,10 +223,10 @@ class MqttBus(Bus):
                     identifier=self.client_id, tls_context=self.tls_context, timeout=10,
                     keepalive=15, **self._client_options(clean=not self.persistent_session),
                     max_inflight_messages=max(20, self.window // max(1, self.max_batch) * 2),
-                    logger=_AIOMQTT_LOG,
+                    logger=_AIOMQTT_LOG, socket_options=_NO_DELAY,
                 ) as client, anyio.create_task_group() as conn_tg:
                     for f in [*self._filters, self._inbox_filter()]:
-                        await client.subscribe(f, qos=self.qos)
+                        await self._subscribe(client, f)
                     self._client, self._conn_tg = client, conn_tg
                     self._sending.clear()
                     for eid in list(self._unacked):  # re-send what the broker never acked
@@ -286,6 +303,11 @@ class MqttBus(Bus):
         if self._drained.is_set():
             self._drained = anyio.Event()
         self._outbox_ready.set()
+        if self.local:  # (no checkpoint unless a local subscriber's buffer is full)
+            self._own[envelope.id] = None
+            if len(self._own) > self._dedup_size:
+                self._own.popitem(last=False)
+            await self._route(envelope, shared=False)
 
     async def _batcher(self) -> None:
         """Turn each burst of envelopes into one message per topic (up to ``max_batch``)."""
@@ -361,7 +383,7 @@ class MqttBus(Bus):
             self._seen[env.id] = None
             if len(self._seen) > self._dedup_size:
                 self._seen.popitem(last=False)
-            await self._route(env)
+            await self._route(env, plain=env.id not in self._own)
 
     async def _add_subscription(self, sub: Subscription) -> None:
         self._check_open()
@@ -374,7 +396,17 @@ class MqttBus(Bus):
             # shielded: a subscribe cancelled half-way leaves the broker's SUBACK without its
             # waiter (aiomqtt logs a KeyError) and the filter count out of step with the broker
             with anyio.move_on_after(30, shield=True):
-                await client.subscribe(sub.topic_filter, qos=self.qos)
+                await self._subscribe(client, sub.topic_filter)
+
+    async def _subscribe(self, client: aiomqtt.Client, topic_filter: str) -> None:
+        if self.protocol == 4:
+            await client.subscribe(topic_filter, qos=self.qos)
+            return
+        from paho.mqtt.subscribeoptions import SubscribeOptions
+
+        no_local = self.local and not topic_filter.startswith("$share/")
+        await client.subscribe(topic_filter, options=SubscribeOptions(
+            qos=self.qos, noLocal=no_local))  # type: ignore[no-untyped-call]
 
     async def _remove_subscription(self, sub: Subscription) -> None:
         self._router.remove(sub)
@@ -405,4 +437,4 @@ class MqttBus(Bus):
 
     def describe(self) -> dict[str, Any]:
         return {"host": self.host, "port": self.port, "prefix": self.prefix, "qos": self.qos,
-                "window": self.window, "max_batch": self.max_batch}
+                "window": self.window, "max_batch": self.max_batch, "local": self.local}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import anyio
 import pytest
 from anyio import wait_all_tasks_blocked
@@ -222,9 +224,46 @@ async def test_shared_subscription_gives_each_envelope_to_one_member(bus: Bus) -
         assert a.statistics().delivered > 0 and b.statistics().delivered > 0
         await assert_nothing_more(a)
         await assert_nothing_more(b)
+        await assert_nothing_more(everyone)  # (once each, however it travelled)
 
 
 async def test_a_malformed_shared_filter_is_refused(bus: Bus) -> None:
     with pytest.raises(ValueError, match=r"expected \$share/GROUP/FILTER"):
         async with bus.subscribe("$share/onlygroup"):
             pass
+
+
+@pytest.mark.mqtt
+async def test_own_subscribers_are_served_in_process_and_the_broker_still_gets_everything(
+        broker: tuple[str, int]) -> None:
+    """MQTT 5, ``local`` (the default): a bus's own subscriber gets its envelope once, at
+    publish time; the broker gets every envelope all the same, so another connection with the
+    same prefix and a plain MQTT client watching both receive it."""
+    import aiomqtt
+
+    from coworkenv.bus import MqttBus, new_id
+
+    prefix = f"cwtest-{new_id()[:10]}"
+    async with MqttBus(*broker, prefix=prefix) as a, MqttBus(*broker, prefix=prefix) as b, \
+            aiomqtt.Client(*broker) as watcher:
+        assert a.local
+        await watcher.subscribe(f"{prefix}/#", qos=1)
+        async with a.subscribe(a.episode_filter("r1", "e1")) as mine, \
+                b.subscribe(b.episode_filter("r1", "e1")) as theirs:
+            for i in range(5):
+                await a.publish(env(a, "x", i=i))
+            got = [e.payload["i"] for e in (mine.receive_nowait() for _ in range(5))]
+            assert got == list(range(5))  # (already there: no broker round trip)
+            assert [e.payload["i"] for e in await collect(theirs, 5)] == list(range(5))
+            await a.flush()
+            seen: list[int] = []
+            with anyio.fail_after(10):
+                async for m in watcher.messages:
+                    body = json.loads(m.payload)  # type: ignore[arg-type]
+                    seen += [e["payload"]["i"] for e in (body if isinstance(body, list)
+                                                         else [body])]
+                    if len(seen) >= 5:
+                        break
+            assert seen == list(range(5))
+            await assert_nothing_more(mine)  # the broker did not bring them back
+            assert a.statistics().duplicates_dropped == 0

@@ -18,6 +18,8 @@ def test_mqtt_url() -> None:
     s = open_bus("mqtts://h")
     assert isinstance(s, MqttBus)
     assert (s.port, s.prefix, s.tls_context is not None) == (8883, "coworkenv", True)
+    assert s.local and not open_bus("mqtt://h?local=0").local  # type: ignore[attr-defined]
+    assert not open_bus("mqtt://h?protocol=4").local  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize(("url", "msg"), [
@@ -34,6 +36,7 @@ def test_mqtt_url() -> None:
     ("mqtt://h?window=0", "window: expected at least 1"),
     ("mqtt://h?max_batch=0", "max_batch: expected at least 1"),
     ("mqtt://h?reconnect_timeout=0", "reconnect_timeout"),
+    ("mqtt://h?local=yes", "local must be 0 or 1"),
 ])
 def test_bad_urls_say_what_is_wrong(url: str, msg: str) -> None:
     with pytest.raises(BusURLError, match=msg):
