@@ -24,7 +24,7 @@ HERE = Path(__file__).resolve().parent
 QUICK: dict[str, list[str]] = {
     "store": ["--events", "2000", "--repeats", "1"],
     "bus": ["--messages", "2000", "--mqtt-messages", "200", "--repeats", "1", "--episodes",
-            "20", "--turns", "5"],
+            "20", "--turns", "5", "--run-episodes", "16", "--run-steps", "5"],
     "episodes": ["--trials", "1", "--episodes", "20", "--steps", "10", "--repeats", "1",
                  "--lengths", "5,10", "--marginal-episodes", "5"],
     "replay": ["--episodes", "40", "--steps", "10"],
