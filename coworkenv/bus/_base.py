@@ -38,7 +38,7 @@ class Bus(ABC):
     def __init__(self, prefix: str = "coworkenv") -> None:
         self.prefix = validate_prefix(prefix)
         self.bus_id = new_id()[:12]
-        self._router = Router()
+        self._router = Router(depth=len(self.prefix.split("/")) + 2)  # (a bucket per episode)
         self._published = 0
         self._closed = False
         self._pending: dict[str, anyio.Event] = {}

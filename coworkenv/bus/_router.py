@@ -134,12 +134,37 @@ class Subscription:
 
 
 class Router:
-    """Topic trie: O(levels) matching however many subscriptions exist."""
+    """Topic trie: O(levels) matching however many subscriptions exist.
 
-    def __init__(self) -> None:
+    Matches are cached per topic, in buckets by the topic's first ``depth`` levels (a bus
+    passes its prefix's levels + 2: one bucket per episode). A subscription whose filter's
+    first ``depth`` levels are literal can only change the matches of that bucket's topics,
+    so adding or removing it forgets that bucket alone: with thousands of live episodes,
+    an episode starting or ending costs the same as with one (forgetting every cached topic
+    cost time in proportion to the live episodes). Other filters (wildcards early, a run-wide
+    watcher) forget everything, as before.
+    """
+
+    MAX_CACHED = 65_536
+
+    def __init__(self, depth: int = 3) -> None:
         self._root = _Node()
         self.count = 0
-        self._cache: dict[str, list[Subscription]] = {}
+        self.depth = depth
+        self._cache: dict[str, dict[str, list[Subscription]]] = {}
+        self._cached = 0
+
+    def _forget(self, match_filter: str) -> None:
+        parts = match_filter.split("/", self.depth)
+        literal = parts[:self.depth]
+        if len(parts) > self.depth and "+" not in literal and "#" not in literal:
+            self._cached -= len(self._cache.pop("/".join(literal), ()))
+        elif len(parts) <= self.depth and "+" not in parts and "#" not in parts:
+            # (a filter of at most `depth` literal levels matches one topic, its own bucket)
+            self._cached -= len(self._cache.pop(match_filter, ()))
+        else:
+            self._cache.clear()
+            self._cached = 0
 
     def add(self, sub: Subscription) -> None:
         validate_filter(sub.topic_filter)
@@ -148,7 +173,7 @@ class Router:
             node = node.children.setdefault(part, _Node())
         node.subs.append(sub)
         self.count += 1
-        self._cache.clear()
+        self._forget(sub.match_filter)
 
     def remove(self, sub: Subscription) -> None:
         path = [self._root]
@@ -160,7 +185,7 @@ class Router:
         if sub in path[-1].subs:
             path[-1].subs.remove(sub)
             self.count -= 1
-            self._cache.clear()
+            self._forget(sub.match_filter)
         # prune empty branches
         parts = sub.match_filter.split("/")
         for depth in range(len(parts), 0, -1):
@@ -170,13 +195,22 @@ class Router:
             del path[depth - 1].children[parts[depth - 1]]
 
     def match(self, topic: str) -> list[Subscription]:
-        cached = self._cache.get(topic)
-        if cached is not None:
-            return cached
+        parts = topic.split("/", self.depth)
+        key = "/".join(parts[:self.depth]) if len(parts) > self.depth else topic
+        bucket = self._cache.get(key)
+        if bucket is not None:
+            cached = bucket.get(topic)
+            if cached is not None:
+                return cached
+        else:
+            bucket = self._cache[key] = {}
         out = self._match(topic)
-        if len(self._cache) > 65_536:
+        if self._cached >= self.MAX_CACHED:
             self._cache.clear()
-        self._cache[topic] = out
+            self._cached = 0
+            bucket = self._cache[key] = {}
+        bucket[topic] = out
+        self._cached += 1
         return out
 
     def _match(self, topic: str) -> list[Subscription]:
