@@ -9,6 +9,9 @@ nothing on the broker for long. What the code below does because MQTT does not:
 
 - QoS 1 by default; publishes run concurrently inside a bounded in-flight window (a slow or
   absent broker makes publishers wait once the window is full; nothing is dropped).
+- In-process delivery (MQTT 5, ``local``): an envelope reaches this bus's own plain
+  subscribers at publish time and the broker does not echo it back (No Local); the broker
+  still gets every envelope. Nagle's algorithm is off on the connection.
 - Batching: envelopes published to the same topic in one burst (before the event loop turns)
   travel as one MQTT message holding a JSON array of envelopes; a lone envelope travels as a
   plain JSON object. Any MQTT client can read both forms; order per topic is kept.
