@@ -154,14 +154,16 @@ class Router:
         self._cache: dict[str, dict[str, list[Subscription]]] = {}
         self._cached = 0
 
+    def _bucket(self, levels: str) -> tuple[str, list[str]]:
+        """The bucket of a topic (or of the topics a filter can match): its first ``depth``
+        levels, joined, and those levels."""
+        first = levels.split("/", self.depth)[:self.depth]
+        return "/".join(first), first
+
     def _forget(self, match_filter: str) -> None:
-        parts = match_filter.split("/", self.depth)
-        literal = parts[:self.depth]
-        if len(parts) > self.depth and "+" not in literal and "#" not in literal:
-            self._cached -= len(self._cache.pop("/".join(literal), ()))
-        elif len(parts) <= self.depth and "+" not in parts and "#" not in parts:
-            # (a filter of at most `depth` literal levels matches one topic, its own bucket)
-            self._cached -= len(self._cache.pop(match_filter, ()))
+        key, first = self._bucket(match_filter)
+        if "+" not in first and "#" not in first:  # (literal: it matches in one bucket only)
+            self._cached -= len(self._cache.pop(key, ()))
         else:
             self._cache.clear()
             self._cached = 0
@@ -195,8 +197,7 @@ class Router:
             del path[depth - 1].children[parts[depth - 1]]
 
     def match(self, topic: str) -> list[Subscription]:
-        parts = topic.split("/", self.depth)
-        key = "/".join(parts[:self.depth]) if len(parts) > self.depth else topic
+        key = self._bucket(topic)[0]
         bucket = self._cache.get(key)
         if bucket is not None:
             cached = bucket.get(topic)
