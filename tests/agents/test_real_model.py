@@ -15,7 +15,7 @@ from coworkenv.agents.persona import LLMPerson
 from coworkenv.sim import builtin_tasks
 from coworkenv.store import Reader
 
-pytestmark = [pytest.mark.model, pytest.mark.slow]
+pytestmark = [pytest.mark.model, pytest.mark.slow, pytest.mark.xdist_group("llama")]
 ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-m", "coworkenv.cli"]
 

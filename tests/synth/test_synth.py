@@ -199,6 +199,8 @@ def test_validate_cli_names_each_rejection(tmp_path: Path) -> None:
 
 @pytest.mark.model
 @pytest.mark.slow
+@pytest.mark.xdist_group("llama")  # (the one model server: see tests/conftest.py)
+@pytest.mark.timeout(900)  # (24 s on an idle machine; its command has the same limit)
 def test_openai_generator_against_the_real_small_model(tmp_path: Path, llama_server: str) -> None:
     out = tmp_path / "llm.jsonl"
     res = subprocess.run([*CLI, "synth", str(ROOT / "examples/workflows/support-triage.yaml"),
