@@ -27,6 +27,7 @@ from .actor import Actor, ActorContext
 from .checks import CheckResult
 from .clock import Clock, VirtualClock
 from .errors import Boundary, EpisodeFailure
+from .eventlog import EventLog
 from .grading import Grade, GradeWeights, grade
 from .services import ToolService, World
 from .task import SqlCheck, Task, clock_minutes, task_toolset
@@ -119,9 +120,9 @@ class EpisodeKernel:
         self.start: datetime = self.task.start
         self.state, self._seed_events = seeded(self.task)
         # Each event as the row it is stored as (its payload as canonical JSON text, not as
-        # the dict it was made from: a live episode's log costs its text, a few times less
-        # than the objects); :attr:`events` decodes them, as a replay of the store would.
-        self._log: list[tuple[Any, ...]] = []
+        # the dict it was made from), older rows packed (see EventLog: about 40 bytes a row
+        # instead of 450); :attr:`events` decodes them, as a replay of the store would.
+        self._log = EventLog()
         self._unsaved: list[tuple[Any, ...]] = []  # rows for the store, not yet queued
         self._hash = hashlib.sha256()
         self.turns = 0
@@ -165,7 +166,7 @@ class EpisodeKernel:
             self.clock.now, list(self.clock._heap), self.clock._seq)
         new.start = self.start
         new.state, new._seed_events = self.state.copy(), self._seed_events
-        new._log, new._unsaved, new._hash = list(self._log), [], self._hash.copy()
+        new._log, new._unsaved, new._hash = self._log.copy(), [], self._hash.copy()
         new.turns, new._stop, new._failure, new._retryable = self.turns, None, None, False
         new._person_of, new._actor_of = self._person_of, self._actor_of
         new.tools = ToolService(new.state, new._record, calls=self.tools.calls,
@@ -371,12 +372,7 @@ class EpisodeKernel:
         g: Grade | None = None
         if self._failure is None:
             try:
-                events = self.events
-                if self.grade_off_loop:  # (the state and events no longer change)
-                    g = await anyio.to_thread.run_sync(grade, task, self.state, events,
-                                                       self.weights)
-                else:
-                    g = grade(task, self.state, events, self.weights)
+                g = await self._grade()
             except Exception as exc:
                 self._failure = ("grading", f"{type(exc).__name__}: {exc}")
         checks = g.checks if g else []
@@ -409,6 +405,15 @@ class EpisodeKernel:
                 state_hash=result.state_hash, failure_boundary=result.failure_boundary,
                 failure=result.failure, outcome={"wall_time": round(wall, 6)})
         return result
+
+    async def _grade(self) -> Grade:
+        """Grade the finished episode. Its events are decoded for this only, and let go
+        before the episode waits on the store, as thousands that finish together may."""
+        events = self.events
+        if self.grade_off_loop:  # (the state and events no longer change)
+            return await anyio.to_thread.run_sync(grade, self.task, self.state, events,
+                                                  self.weights)
+        return grade(self.task, self.state, events, self.weights)
 
 
 async def save_grade(store: EventStore, episode_id: str, g: Grade) -> None:
