@@ -235,7 +235,9 @@ def main() -> None:
             print(json.dumps(scale_one(args.scale_one, args.steps, args.load, Path(tmp))))
         return
     if args.scale is not None:
-        print(json.dumps({"scale": scale(args.scale, args.steps, args.load),
+        date, before = time.strftime("%Y-%m-%dT%H:%M:%S%z"), os.getloadavg()
+        print(json.dumps({"date": date, "load_before": before,
+                          "scale": scale(args.scale, args.steps, args.load),
                           "steps_per_episode": args.steps, "offered_steps_per_s": args.load,
                           "load_average": os.getloadavg(), "cores": os.cpu_count()},
                          indent=2))

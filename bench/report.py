@@ -4,6 +4,10 @@ machine had just before it ran. Prints Markdown; ``--readme README.md`` puts it 
 between its ``<!-- bench:begin -->`` and ``<!-- bench:end -->`` lines instead (so the README
 quotes exactly one run, with its date). A benchmark missing from the JSON (``--only``) or one
 that failed is said so, never left out silently.
+
+``--scale FILE`` does the same for the scaling table, from one ``bench/episodes.py --scale``
+JSON (between ``<!-- scale:begin -->`` and ``<!-- scale:end -->``), with its ratios to the
+scaling issue's targets worked out from the rows.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
+SCALE_BEGIN, SCALE_END = "<!-- scale:begin -->", "<!-- scale:end -->"
 
 
 def _n(x: Any, digits: int = 0) -> str:
@@ -186,30 +191,98 @@ def render(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def render_scale(report: dict[str, Any]) -> str:
+    """The scaling table of one ``bench/episodes.py --scale`` run, and what it says against
+    the targets (efficiency at least 0.9 from 100 live episodes up; CPU per step at the most
+    live episodes within 1.2x of its value at 100; at most 100 KiB per live episode)."""
+    rows = report["scale"]
+    load = report.get("offered_steps_per_s", 0)
+    before, after = report.get("load_before") or [None], report.get("load_average") or [None]
+    lines = [f"Measured by `python bench/episodes.py --scale` on "
+             f"{report.get('date', 'an unknown date')} ({report.get('cores', '?')} cores; load "
+             f"{_n(before[0], 2)} before, {_n(after[0], 2)} after): each N in its own process, "
+             f"think time N / {_n(load)} s, so the ideal is {_n(load)} agent steps/s at every "
+             f"N; {report.get('steps_per_episode', '?')} steps of the load agent's office mix "
+             f"per episode; one process.", "",
+             "| live episodes | think (s) | efficiency, steady | efficiency, whole run | "
+             "CPU per agent step (us) | memory per live episode (KiB) |",
+             "|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {_n(r['live_episodes'])} | {r['think_s']:g} | "
+                     f"{_n(r.get('efficiency'), 2)} | {_n(r.get('whole_run_efficiency'), 2)} | "
+                     f"{_n(r.get('cpu_per_agent_step_us'))} | "
+                     f"{_n(r.get('rss_per_live_episode_kib'))} |")
+    by_n = {r["live_episodes"]: r for r in rows}
+    big = [r for r in rows if r["live_episodes"] >= 100]
+    notes = []
+    if 100 in by_n and big:
+        top = max(big, key=lambda r: r["live_episodes"])
+        ratio = top["cpu_per_agent_step_us"] / by_n[100]["cpu_per_agent_step_us"]
+        worst = max(r["cpu_per_agent_step_us"] for r in big) / by_n[100]["cpu_per_agent_step_us"]
+        effs = [r["efficiency"] for r in big if r.get("efficiency") is not None]
+        notes.append(f"CPU per agent step at {_n(top['live_episodes'])} live episodes: "
+                     f"{ratio:.2f} times its value at 100 (target at most 1.2; the largest "
+                     f"ratio of any row from 100 up: {worst:.2f}). Efficiency from 100 up: "
+                     + (f"{min(effs):.2f} at least (target 0.9). " if effs else "n/a. ")
+                     + "Memory per live episode from 100 up: at most "
+                     f"{max(r['rss_per_live_episode_kib'] for r in big):,.0f} KiB "
+                     "(target 100).")
+    return "\n".join(lines + (["", *notes] if notes else [])) + "\n"
+
+
+def _check(readme: Path, begin: str, end: str) -> str:
+    body = readme.read_text()
+    if body.count(begin) != 1 or body.count(end) != 1 or body.index(begin) > body.index(end):
+        sys.exit(f"{readme}: expected one {begin} line before one {end} line")
+    return body
+
+
+def _rewrite(readme: Path, begin: str, end: str, text: str) -> None:
+    """Put ``text`` between the one ``begin`` line and the one ``end`` line of ``readme``."""
+    head, rest = _check(readme, begin, end).split(begin)
+    _, tail = rest.split(end)
+    readme.write_text(f"{head}{begin}\n{text}{end}{tail}")
+
+
+def _load(path: Path, what: str, key: str) -> dict[str, Any]:
+    try:
+        report = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        sys.exit(f"{path}: not a {what} report: {exc}")
+    if not isinstance(report, dict) or key not in report:
+        sys.exit(f"{path}: not a {what} report (no {key!r})")
+    return report
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("report", type=Path, help="the JSON bench/all.py wrote (--out)")
+    ap.add_argument("report", type=Path, nargs="?", default=None,
+                    help="the JSON bench/all.py wrote (--out)")
+    ap.add_argument("--scale", type=Path, default=None,
+                    help="the JSON `bench/episodes.py --scale` printed: the scaling table")
     ap.add_argument("--readme", type=Path, default=None,
-                    help=f"rewrite this file's section between {BEGIN} and {END}")
+                    help=f"rewrite this file's section between {BEGIN} and {END} (and, with "
+                         f"--scale, between {SCALE_BEGIN} and {SCALE_END})")
     args = ap.parse_args()
-    try:
-        report = json.loads(args.report.read_text())
-    except (OSError, ValueError) as exc:
-        sys.exit(f"{args.report}: not a bench/all.py report: {exc}")
-    if not isinstance(report, dict) or "benchmarks" not in report:
-        sys.exit(f"{args.report}: not a bench/all.py report (no 'benchmarks')")
-    text = render(report)
+    if args.report is None and args.scale is None:
+        ap.error("give a bench/all.py report, --scale FILE, or both")
+    sections = []
+    if args.report is not None:
+        report = _load(args.report, "bench/all.py", "benchmarks")
+        sections.append((BEGIN, END, render(report), args.report, report.get("date")))
+    if args.scale is not None:
+        scale = _load(args.scale, "bench/episodes.py --scale", "scale")
+        sections.append((SCALE_BEGIN, SCALE_END, render_scale(scale), args.scale,
+                         scale.get("date")))
     if args.readme is None:
-        print(text, end="")
+        print("\n".join(text for _, _, text, _, _ in sections), end="")
         return
-    readme = args.readme.read_text()
-    if readme.count(BEGIN) != 1 or readme.count(END) != 1 or \
-            readme.index(BEGIN) > readme.index(END):
-        sys.exit(f"{args.readme}: expected one {BEGIN} line before one {END} line")
-    head, rest = readme.split(BEGIN)
-    _, tail = rest.split(END)
-    args.readme.write_text(f"{head}{BEGIN}\n{text}{END}{tail}")
-    print(f"{args.readme}: benchmark section from {args.report} ({report.get('date')})")
+    for begin, end, _, _, _ in sections:  # every marker pair checked before anything is written
+        _check(args.readme, begin, end)
+    for begin, end, text, src, date in sections:
+        _rewrite(args.readme, begin, end, text)
+        print(f"{args.readme}: {'scaling' if begin == SCALE_BEGIN else 'benchmark'} section "
+              f"from {src} ({date})")
 
 
 if __name__ == "__main__":

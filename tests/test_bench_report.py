@@ -72,3 +72,32 @@ def test_the_readme_is_rewritten_between_its_markers_only(tmp_path: Path) -> Non
     (tmp_path / "junk.json").write_text("[1]")
     r = _render(str(tmp_path / "junk.json"))
     assert r.returncode != 0 and "not a bench/all.py report" in r.stderr
+
+
+def test_the_scaling_table_comes_from_one_scale_run(tmp_path: Path) -> None:
+    r = subprocess.run([sys.executable, str(ROOT / "bench/episodes.py"), "--scale", "2,100",
+                        "--steps", "5", "--load", "2000"], capture_output=True, text=True,
+                       timeout=300, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stderr[-3000:]
+    scale = json.loads(r.stdout)
+    path = tmp_path / "scale.json"
+    path.write_text(r.stdout)
+    readme = tmp_path / "README.md"
+    readme.write_text("a\n<!-- scale:begin -->\nold\n<!-- scale:end -->\nb\n")
+    out = _render("--scale", str(path), "--readme", str(readme))
+    assert out.returncode == 0, out.stderr
+    text = readme.read_text()
+    assert text.startswith("a\n<!-- scale:begin -->\nMeasured by `python bench/episodes.py "
+                           "--scale`") and text.endswith("<!-- scale:end -->\nb\n")
+    assert scale["date"] in text and "old" not in text
+    row = next(line for line in text.splitlines() if line.startswith("| 100 |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    hundred = scale["scale"][1]
+    assert cells[4] == f"{hundred['cpu_per_agent_step_us']:,.0f}"
+    assert cells[5] == f"{hundred['rss_per_live_episode_kib']:,.0f}"
+    assert "times its value at 100" in text and "(target 100)" in text
+    # the README's own section is there to be rewritten
+    assert (ROOT / "README.md").read_text().count("<!-- scale:begin -->") == 1
+    # with no report at all, it says what it needs
+    none = _render()
+    assert none.returncode != 0 and "--scale FILE" in none.stderr
