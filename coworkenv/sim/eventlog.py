@@ -27,17 +27,15 @@ class EventLog:
     """Rows per packed chunk: smaller chunks pack worse (52 bytes a row at 32, 39 at 64, 34
     at 128, measured on the office mix's rows) and larger ones keep more rows unpacked."""
 
-    __slots__ = ("_n", "_packed", "_tail")
+    __slots__ = ("_packed", "_tail")
 
     def __init__(self) -> None:
-        self._packed: list[bytes] = []
+        self._packed: list[bytes] = []  # each of CHUNK rows
         self._tail: list[Row] = []
-        self._n = 0
 
     def append(self, row: Row) -> None:
         tail = self._tail
         tail.append(row)
-        self._n += 1
         if len(tail) >= self.CHUNK:
             # (marshal keeps one copy of an object that recurs by identity, so the episode id
             # is written once a chunk; every value in a row is a str, int or float)
@@ -45,7 +43,7 @@ class EventLog:
             self._tail = []
 
     def __len__(self) -> int:
-        return self._n
+        return len(self._packed) * self.CHUNK + len(self._tail)
 
     def __iter__(self) -> Iterator[Row]:
         for chunk in self._packed:
@@ -54,7 +52,7 @@ class EventLog:
 
     def copy(self) -> EventLog:
         new = EventLog()
-        new._packed, new._tail, new._n = list(self._packed), list(self._tail), self._n
+        new._packed, new._tail = list(self._packed), list(self._tail)
         return new
 
     def nbytes(self) -> int:
