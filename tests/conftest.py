@@ -162,9 +162,9 @@ def llama_server() -> object:
     port = free_port()
     # one thread: llama.cpp's threads wait for each other at every layer by spinning, and on a
     # busy machine (CI's 2 cores beside a training test) a thread that loses its core stalls
-    # the other at each of those waits: two threads gave 11.9 s for three 200-token answers
-    # on an idle machine (one: 15.3 s), but a synthesis test that takes 24 s alone took over
-    # 300 s in CI beside the training tests
+    # the other at each of those waits. Idle, two threads gave 11.9 s for three 200-token
+    # answers (one: 15.3 s); beside a one-core CPU hog the synthesis test took 37.9 s with two,
+    # 29.3 s with one
     threads = os.environ.get("COWORKENV_TEST_LLAMA_THREADS", "1")
     log = open(root / ".cache" / f"llama-server-{port}.log", "w")  # noqa: SIM115
     proc = subprocess.Popen(
