@@ -5,8 +5,13 @@ it is stored as: ``(episode_id, seq, sim_time, wall_time, actor, kind, payload J
 As Python objects such a row costs about 450 bytes (a 7-tuple, two floats, the text); a
 100-step episode of the office mix records about 300 of them. The log keeps the newest
 ``CHUNK`` rows as they are and packs each full chunk into one ``bytes`` (marshal, then zlib
-at level 1): about 40 bytes a row, for about 1-2 us a row of packing, paid once per row, and
+at level 1): about 30 bytes a row, for about 2 us a row of packing, paid once per row, and
 unpacking only when the log is read (grading, the mutation check, training rewards).
+
+Every chunk after the first is packed with the first one (unpacked) as zlib's preset
+dictionary: an episode's later events repeat the names, addresses, ids and keys of its start
+(measured on the office mix, 32 rows a chunk: 28 bytes a row with it, 48 without; 39 at 64
+rows without), so small chunks pack well and half as many rows stay unpacked.
 """
 
 from __future__ import annotations
@@ -23,9 +28,9 @@ class EventLog:
     """Rows in the order they were appended. ``len`` is O(1); iterating unpacks the packed
     chunks (each one once per pass); :meth:`copy` shares the packed chunks (immutable)."""
 
-    CHUNK = 64
-    """Rows per packed chunk: smaller chunks pack worse (52 bytes a row at 32, 39 at 64, 34
-    at 128, measured on the office mix's rows) and larger ones keep more rows unpacked."""
+    CHUNK = 32
+    """Rows per packed chunk: larger chunks keep more rows unpacked (about 450 bytes each),
+    smaller ones cost more time a row to pack."""
 
     __slots__ = ("_packed", "_tail")
 
@@ -39,15 +44,25 @@ class EventLog:
         if len(tail) >= self.CHUNK:
             # (marshal keeps one copy of an object that recurs by identity, so the episode id
             # is written once a chunk; every value in a row is a str, int or float)
-            self._packed.append(zlib.compress(marshal.dumps(tail), 1))
+            raw = marshal.dumps(tail)
+            if self._packed:  # (the first chunk, unpacked, is the dictionary of the others)
+                co = zlib.compressobj(1, zdict=zlib.decompress(self._packed[0]))
+                self._packed.append(co.compress(raw) + co.flush())
+            else:
+                self._packed.append(zlib.compress(raw, 1))
             self._tail = []
 
     def __len__(self) -> int:
         return len(self._packed) * self.CHUNK + len(self._tail)
 
     def __iter__(self) -> Iterator[Row]:
-        for chunk in self._packed:
-            yield from marshal.loads(zlib.decompress(chunk))
+        packed = list(self._packed)
+        if packed:
+            first = zlib.decompress(packed[0])
+            yield from marshal.loads(first)
+            for chunk in packed[1:]:
+                do = zlib.decompressobj(zdict=first)
+                yield from marshal.loads(do.decompress(chunk) + do.flush())
         yield from list(self._tail)
 
     def copy(self) -> EventLog:

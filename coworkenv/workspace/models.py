@@ -261,6 +261,91 @@ class WorkspaceState:
         return hashlib.sha256(blob.encode()).hexdigest()
 
 
+class _AllFields(frozenset[str]):
+    """Every field of one entity model: one object shared by all the entities of that model in
+    workspaces (a set of a dozen names costs about 700 bytes per entity otherwise). Copying
+    gives a plain set, which ``model_copy(update=...)`` then updates, as it does any model's."""
+
+    __slots__ = ()
+
+    def __copy__(self) -> set[str]:
+        return set(self)
+
+
+class _Unchangeable:
+    """Mutators of the shared empty containers: an entity in a workspace is replaced (a new
+    model through an event), never changed in place, so a change in place is a bug; it is
+    refused loudly instead of reaching every entity that shares the container."""
+
+    __slots__ = ()
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError("a workspace entity is never changed in place: emit an event with a "
+                        "new value (model_copy(update=...))")
+
+
+class _EmptyList(_Unchangeable, list[Any]):  # noqa: FURB189 (a list, so pydantic dumps it)
+    __slots__ = ()
+    append = extend = insert = remove = pop = clear = sort = reverse = _Unchangeable._refuse
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _Unchangeable._refuse
+
+    def __copy__(self) -> list[Any]:
+        return []
+
+    def __deepcopy__(self, memo: Any) -> list[Any]:
+        return []
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (list, ())
+
+
+class _EmptyDict(_Unchangeable, dict[Any, Any]):  # noqa: FURB189 (a dict, so pydantic dumps it)
+    __slots__ = ()
+    clear = pop = popitem = setdefault = update = _Unchangeable._refuse
+    __setitem__ = __delitem__ = __ior__ = _Unchangeable._refuse
+
+    def __copy__(self) -> dict[Any, Any]:
+        return {}
+
+    def __deepcopy__(self, memo: Any) -> dict[Any, Any]:
+        return {}
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (dict, ())
+
+
+_EMPTY_LIST = _EmptyList()
+_EMPTY_DICT = _EmptyDict()
+_ALL_FIELDS: dict[type[BaseModel], _AllFields] = {}
+
+
+def compact(model: BaseModel) -> None:
+    """Make an entity (and the models inside it) cheap to keep: its fields set becomes the
+    shared set of all its model's fields (what replay's entities, validated from a full dump,
+    have anyway), and its empty lists and dicts the shared, unchangeable empty ones. About
+    half of an email's memory; what it dumps, equals and hashes to is unchanged."""
+    cls = type(model)
+    shared = _ALL_FIELDS.get(cls)
+    if shared is None:
+        shared = _ALL_FIELDS[cls] = _AllFields(cls.model_fields)
+    if model.__pydantic_fields_set__ is shared:
+        return
+    object.__setattr__(model, "__pydantic_fields_set__", shared)
+    values = model.__dict__
+    for k, v in values.items():  # (values replaced, no key added: safe while iterating)
+        kind = v.__class__
+        if kind is list:
+            if not v:
+                values[k] = _EMPTY_LIST
+            elif isinstance(v[0], BaseModel):
+                for item in v:
+                    compact(item)
+        elif kind is dict and not v:
+            values[k] = _EMPTY_DICT
+        elif isinstance(v, BaseModel):
+            compact(v)
+
+
 def ws_event(app: str, op: str, entity: Entity | None, *, entity_id: str | None = None) -> tuple[
     str, dict[str, Any]
 ]:
@@ -290,8 +375,10 @@ def apply_event(state: WorkspaceState, kind: str, payload: dict[str, Any],
         prefix = ID_PREFIX[app]
         if eid.startswith(prefix) and eid[len(prefix) :].isdigit():
             state.counters[app] = max(state.counters[app], int(eid[len(prefix) :]))
-    table[eid] = entity if entity is not None else ENTITY_TYPES[app].model_validate(
-        payload["data"])
+    if entity is None:
+        entity = ENTITY_TYPES[app].model_validate(payload["data"])
+    compact(entity)
+    table[eid] = entity
 
 
 def iso(dt: datetime) -> str:

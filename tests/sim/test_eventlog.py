@@ -38,3 +38,23 @@ def test_packed_rows_are_small() -> None:
                     text % (i, i)))
     raw = sum(len(text % (i, i)) for i in range(10 * EventLog.CHUNK))
     assert log.nbytes() < raw / 3, (log.nbytes(), raw)
+
+
+
+def test_later_chunks_are_packed_against_the_first() -> None:
+    """A log's first chunk is the preset dictionary of its later chunks: rows that repeat the
+    episode's names and keys pack smaller than each chunk alone, and read back the same."""
+    import marshal
+    import zlib
+
+    text = '{"arguments":{"body":"Status of the Q3 plan for %s","to":["%s"]},"call_id":"a-%d"}'
+    people = ["dana.whitfield@lumen.example", "omar.castellanos@lumen.example"]
+    rows = [("ep-7f3a", i, float(i), 0.0, "agent", "tool_call",
+             text % (people[i % 2], people[(i + 1) % 2], i)) for i in range(4 * EventLog.CHUNK)]
+    log = EventLog()
+    for row in rows:
+        log.append(row)
+    assert list(log) == rows and list(log.copy()) == rows
+    alone = sum(len(zlib.compress(marshal.dumps(rows[i:i + EventLog.CHUNK]), 1))
+                for i in range(0, len(rows), EventLog.CHUNK))
+    assert log.nbytes() < alone, (log.nbytes(), alone)
