@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import os
 import secrets
+import threading
 import time
 import zlib
 from dataclasses import dataclass, field
@@ -83,6 +85,24 @@ class _Delivery:
     to: str
     kind: str
     payload: dict[str, Any]
+
+
+_RANDOM = bytearray()
+_RANDOM_LOCK = threading.Lock()
+
+
+def _token() -> str:
+    """16 hex digits from the operating system's random source, read 4 KiB at a time (one
+    system call per 512 envelopes instead of one each); a forked process reads its own."""
+    with _RANDOM_LOCK:
+        if not _RANDOM:
+            _RANDOM.extend(secrets.token_bytes(4096))
+        tok = _RANDOM[-8:].hex()
+        del _RANDOM[-8:]
+    return tok
+
+
+os.register_at_fork(after_in_child=_RANDOM.clear)
 
 
 _SEEDS: dict[int, tuple[Task, WorkspaceState, list[tuple[str, dict[str, Any], str]]]] = {}
@@ -329,7 +349,7 @@ class EpisodeKernel:
         if d.to not in self.actors:
             return
         env = Envelope(  # the id is unguessable: a forged envelope cannot take its place
-            id=f"{self.spec.episode_id}#{seq}.{secrets.token_hex(8)}", run=self.spec.run_id,
+            id=f"{self.spec.episode_id}#{seq}.{_token()}", run=self.spec.run_id,
             episode=self.spec.episode_id,
             topic=self.bus.topic(self.spec.run_id, self.spec.episode_id, d.to),
             sender=d.sender, kind=d.kind, payload=d.payload, sim_time=self.clock.now, seq=seq,
@@ -378,12 +398,13 @@ class EpisodeKernel:
         checks = g.checks if g else []
         completion = g.completion if g else 0.0
         status = "failed" if self._failure else "completed"
+        dumped = self.state.to_json() if self.hash_state or self.store is not None else None
         result = EpisodeResult(
             episode_id=spec.episode_id, task_id=task.id, family=task.family, trial=spec.trial,
             status=status, termination=termination, completion=completion, turns=self.turns,
             sim_time=self.clock.now, wall_time=wall, event_count=len(self._log),
             events_hash=self._hash.hexdigest(),
-            state_hash=self.state.state_hash() if self.hash_state else "",
+            state_hash=self.state.state_hash(dumped) if self.hash_state else "",
             failure_boundary=self._failure[0] if self._failure else None,
             failure=self._failure[1] if self._failure else None, checks=checks,
             safety=g.safety if g else 0.0, robustness=g.robustness if g else 0.0,
@@ -395,7 +416,7 @@ class EpisodeKernel:
                 "INSERT OR REPLACE INTO projection (episode_id, app, entity_id, data) "
                 "VALUES (?, ?, ?, ?)",
                 [(spec.episode_id, app, eid, encode_payload(row))
-                 for app, rows in self.state.to_json().items() for eid, row in rows.items()])
+                 for app, rows in (dumped or {}).items() for eid, row in rows.items()])
             if g is not None:
                 await save_grade(self.store, spec.episode_id, g)
             await self.store.finish_episode(

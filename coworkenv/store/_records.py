@@ -41,13 +41,23 @@ def encode_payload(payload: Any) -> str:
     return text
 
 
+_ATOMS = (str, int, bool, type(None))
+
+
 def _has_nonfinite(value: Any) -> bool:
+    """Whether a NaN or an infinity is anywhere in ``value`` (asked only of payloads whose
+    text has a ``null``, which is most entity dumps: plain loops, no generators)."""
     if isinstance(value, float):
         return not math.isfinite(value)
     if isinstance(value, dict):
-        return any(_has_nonfinite(v) for v in value.values())
-    if isinstance(value, (list, tuple)):
-        return any(_has_nonfinite(v) for v in value)
+        value = value.values()
+    elif not isinstance(value, (list, tuple)):
+        return False
+    for v in value:
+        if v.__class__ in _ATOMS:  # (exact types: the common case, no call)
+            continue
+        if _has_nonfinite(v):
+            return True
     return False
 
 def hash_line(seq: int, sim_time: float, actor: str, kind: str, text: str) -> bytes:

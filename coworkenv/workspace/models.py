@@ -255,9 +255,11 @@ class WorkspaceState:
             for app, rows in self.tables.items()
         }
 
-    def state_hash(self) -> str:
-        """Canonical hash of every entity (stable across live runs and replay)."""
-        blob = json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"))
+    def state_hash(self, dumped: dict[str, dict[str, Any]] | None = None) -> str:
+        """Canonical hash of every entity (stable across live runs and replay); ``dumped``:
+        :meth:`to_json` of this state, when the caller has it already."""
+        blob = json.dumps(self.to_json() if dumped is None else dumped, sort_keys=True,
+                          separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()
 
 
@@ -337,8 +339,12 @@ def compact(model: BaseModel) -> None:
         if kind is list:
             if not v:
                 values[k] = _EMPTY_LIST
-            elif isinstance(v[0], BaseModel):
-                for item in v:
+            elif isinstance(v[-1], BaseModel):
+                # new items are added at the end of a copied list: compact from the end back
+                # to the first that already is (a comment thread costs one check, not one each)
+                for item in reversed(v):
+                    if item.__pydantic_fields_set__.__class__ is _AllFields:
+                        break
                     compact(item)
         elif kind is dict and not v:
             values[k] = _EMPTY_DICT
@@ -381,11 +387,23 @@ def apply_event(state: WorkspaceState, kind: str, payload: dict[str, Any],
     table[eid] = entity
 
 
+_ISO_LAST: tuple[datetime, str] = (datetime(1970, 1, 1, tzinfo=UTC), "1970-01-01T00:00:00Z")
+
+
 def iso(dt: datetime) -> str:
-    """Canonical ISO-8601 UTC text for a datetime (naive means UTC)."""
+    """Canonical ISO-8601 UTC text for a datetime (naive means UTC). The last one is kept:
+    an episode asks for the same simulated instant many times in a row (each tool call
+    stamps what it writes), and the same text object is then shared by what it stamps."""
+    global _ISO_LAST
+    last = _ISO_LAST
+    if dt == last[0] and (dt.tzinfo is None) == (last[0].tzinfo is None):
+        return last[1]
     if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=UTC)
-    return dt.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        text = dt.replace(tzinfo=UTC).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    else:
+        text = dt.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    _ISO_LAST = (dt, text)  # (one tuple: a reader in another thread sees a matching pair)
+    return text
 
 
 def parse_iso(text: str) -> datetime:

@@ -137,6 +137,8 @@ MAX_ITEMS = 1_000
 
 def _too_large(arguments: dict[str, Any]) -> ToolError | None:
     """The first bound ``arguments`` break, as the error the caller gets (None if none)."""
+    if _surely_small(arguments):
+        return None
     total = 0
     stack: list[tuple[Any, str, int]] = [(v, str(k), 1) for k, v in arguments.items()]
     if len(arguments) > MAX_ITEMS:
@@ -160,6 +162,31 @@ def _too_large(arguments: dict[str, Any]) -> ToolError | None:
             pairs = value.items() if isinstance(value, dict) else enumerate(value)
             stack.extend((v, f"{where}.{k}", depth + 1) for k, v in pairs)
     return None
+
+
+_SCALARS = (int, float, bool, type(None))
+
+
+def _surely_small(arguments: dict[str, Any]) -> bool:
+    """The common case, decided in one pass: scalars, strings and lists of strings whose
+    characters together are within one field's bound (so within every bound)."""
+    if len(arguments) > MAX_ITEMS:
+        return False
+    total = 0
+    for v in arguments.values():
+        kind = v.__class__
+        if kind is str:
+            total += len(v)
+        elif kind is list:
+            if len(v) > MAX_ITEMS:
+                return False
+            for item in v:
+                if item.__class__ is not str:
+                    return False
+                total += len(item)
+        elif kind not in _SCALARS:
+            return False
+    return total <= MAX_FIELD_CHARS
 
 
 def execute_tool(
