@@ -286,7 +286,7 @@ class _Unchangeable:
                         "new value (model_copy(update=...))")
 
 
-class _EmptyList(_Unchangeable, list[Any]):  # noqa: FURB189 (a list, so pydantic dumps it)
+class _EmptyList(_Unchangeable, list[Any]):  # (a list, so pydantic dumps it)
     __slots__ = ()
     append = extend = insert = remove = pop = clear = sort = reverse = _Unchangeable._refuse
     __setitem__ = __delitem__ = __iadd__ = __imul__ = _Unchangeable._refuse
@@ -301,7 +301,7 @@ class _EmptyList(_Unchangeable, list[Any]):  # noqa: FURB189 (a list, so pydanti
         return (list, ())
 
 
-class _EmptyDict(_Unchangeable, dict[Any, Any]):  # noqa: FURB189 (a dict, so pydantic dumps it)
+class _EmptyDict(_Unchangeable, dict[Any, Any]):  # (a dict, so pydantic dumps it)
     __slots__ = ()
     clear = pop = popitem = setdefault = update = _Unchangeable._refuse
     __setitem__ = __delitem__ = __ior__ = _Unchangeable._refuse
@@ -330,8 +330,11 @@ def compact(model: BaseModel) -> None:
     shared = _ALL_FIELDS.get(cls)
     if shared is None:
         shared = _ALL_FIELDS[cls] = _AllFields(cls.model_fields)
-    if model.__pydantic_fields_set__ is shared:
+    current: object = model.__pydantic_fields_set__
+    if current is shared:
         return
+    # (pydantic's own attribute, set as pydantic's copy does: there is no public way to give
+    # a model a fields set other than its own)
     object.__setattr__(model, "__pydantic_fields_set__", shared)
     values = model.__dict__
     for k, v in values.items():  # (values replaced, no key added: safe while iterating)

@@ -12,8 +12,8 @@ from coworkenv.workspace import (
     Comment,
     Document,
     Email,
-    WorkspaceState,
     Entity,
+    WorkspaceState,
     apply_event,
 )
 
