@@ -48,13 +48,10 @@ class EventLog:
             # (marshal keeps one copy of an object that recurs by identity, so the episode id
             # is written once a chunk; every value in a row is a str, int or float)
             raw = marshal.dumps(tail)
-            if self._packed:  # (the first chunk, unpacked, is the dictionary of the others)
-                co = zlib.compressobj(1, zlib.DEFLATED, 15, _MEM_LEVEL,
-                                      zdict=zlib.decompress(self._packed[0]))
-                self._packed.append(co.compress(raw) + co.flush())
-            else:
-                co = zlib.compressobj(1, zlib.DEFLATED, 15, _MEM_LEVEL)
-                self._packed.append(co.compress(raw) + co.flush())
+            # (the first chunk, unpacked, is the dictionary of the others)
+            co = zlib.compressobj(1, zlib.DEFLATED, 15, _MEM_LEVEL,
+                                  zdict=zlib.decompress(self._packed[0]) if self._packed else b"")
+            self._packed.append(co.compress(raw) + co.flush())
             self._tail = []
 
     def __len__(self) -> int:

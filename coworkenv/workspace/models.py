@@ -399,12 +399,10 @@ def iso(dt: datetime) -> str:
     stamps what it writes), and the same text object is then shared by what it stamps."""
     global _ISO_LAST
     last = _ISO_LAST
-    if dt == last[0] and (dt.tzinfo is None) == (last[0].tzinfo is None):
+    if dt == last[0]:  # (a naive datetime never equals an aware one)
         return last[1]
-    if dt.tzinfo is None:
-        text = dt.replace(tzinfo=UTC).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    else:
-        text = dt.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    utc = dt.replace(tzinfo=UTC) if dt.tzinfo is None else dt
+    text = utc.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     _ISO_LAST = (dt, text)  # (one tuple: a reader in another thread sees a matching pair)
     return text
 

@@ -40,7 +40,6 @@ def test_packed_rows_are_small() -> None:
     assert log.nbytes() < raw / 3, (log.nbytes(), raw)
 
 
-
 def test_later_chunks_are_packed_against_the_first() -> None:
     """A log's first chunk is the preset dictionary of its later chunks: rows that repeat the
     episode's names and keys pack smaller than each chunk alone, and read back the same."""
