@@ -15,8 +15,10 @@ nothing on the broker for long. What the code below does because MQTT does not:
 - Batching: envelopes published to the same topic in one burst (before the event loop turns)
   travel as one MQTT message holding a JSON array of envelopes; a lone envelope travels as a
   plain JSON object. Any MQTT client can read both forms; order per topic is kept.
-- The connection is supervised: after a broker restart it reconnects with backoff,
-  resubscribes, and re-sends every envelope the broker had not acknowledged, in order.
+- The connection is supervised: after a dropped connection or a broker restart it
+  reconnects with backoff, resumes the session the broker kept (what was queued for us
+  while we were away is delivered), resubscribes, and re-sends every envelope the broker had
+  not acknowledged, in order.
 - Receivers deduplicate by envelope id, so a redelivery after reconnect is harmless.
 - Every envelope is signed (HMAC-SHA256 with the bus key: ``COWORKENV_BUS_KEY``, or one made
   for this process and its forks); unsigned, mis-signed and retained messages, and messages
@@ -113,6 +115,7 @@ class MqttBus(Bus):
         self.username, self.password = username, password
         self.tls_context = tls_context or (ssl.create_default_context() if tls else None)
         self.client_id = client_id or f"coworkenv-{new_id()[:16]}"
+        self._own_client_id = client_id is None  # (a new id: no broker holds a session of it)
         self.qos = qos
         self.window = window
         self.max_batch = max_batch
@@ -147,20 +150,26 @@ class MqttBus(Bus):
         self._will = envelope
 
     def _client_options(self, *, clean: bool) -> dict[str, Any]:
-        """Connection options by protocol: MQTT 5 (clean start on the first connection only,
-        and a session expiry) or 3.1.1 (a clean or a persistent session)."""
+        """Connection options by protocol: MQTT 5 (a clean start or the kept session, and a
+        session expiry) or 3.1.1 (a clean or a persistent session).
+
+        A persistent session never starts clean, the first connection included: a broker may
+        keep a session across its own restart only when it did not (Mosquitto 2.0 drops one
+        begun with a clean start, whatever its expiry), and paho's "clean on the first
+        connection only" counts from each client object, which here is new at every
+        reconnect. A session left by an earlier run under the same id is cleared before the
+        first connection instead (:meth:`_supervise`)."""
         will = None if self._will is None else aiomqtt.Will(
             self._will.topic, self._will.signed_json(self.key), qos=1)
         if self.protocol == 4:
             return {"clean_session": clean, "will": will}
-        from paho.mqtt.client import MQTT_CLEAN_START_FIRST_ONLY
         from paho.mqtt.packettypes import PacketTypes
         from paho.mqtt.properties import Properties
 
         props = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
         props.SessionExpiryInterval = 0 if clean else self.session_expiry
         return {"protocol": aiomqtt.ProtocolVersion.V5, "properties": props, "will": will,
-                "clean_start": True if clean else MQTT_CLEAN_START_FIRST_ONLY}
+                "clean_start": clean}
 
     # lifecycle ---------------------------------------------------------------------------
     async def __aenter__(self) -> MqttBus:
@@ -219,6 +228,8 @@ class MqttBus(Bus):
         backoff = 0.05
         down_since = anyio.current_time()
         client: aiomqtt.Client | None = None
+        if self.persistent_session and not self._own_client_id:
+            await self._forget_session()  # what an earlier run left under this id
         while not self._stop.is_set():
             try:
                 async with aiomqtt.Client(

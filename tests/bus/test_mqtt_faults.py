@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import aiomqtt
 import anyio
 import anyio.lowlevel
 import pytest
@@ -70,6 +71,25 @@ async def test_broker_restart_mid_stream_delivers_every_message_once(own_broker:
         assert sorted(got) == list(range(n))  # every message, exactly once after dedup
         assert pub_bus.statistics().reconnects >= 1
         assert sub_bus.statistics().reconnects >= 1
+
+
+async def test_what_the_broker_queued_while_we_were_away_is_delivered(
+        own_broker: Broker) -> None:
+    """A reconnect resumes the session the broker kept: a message published after the broker
+    is back but before our reconnect (its backoff has grown to a second by then) waits in the
+    session's queue for us, and is delivered; a clean start would have dropped it."""
+    sub_bus = MqttBus("127.0.0.1", own_broker.port, prefix="away")
+    async with sub_bus, sub_bus.subscribe("away/r/e/#") as sub:
+        own_broker.stop()  # graceful: the broker saves our session (its subscription)
+        await anyio.sleep(2.5)  # our reconnect attempts fail; the backoff reaches 1 s
+        own_broker.start()
+        planted = env(sub_bus, 7)
+        async with aiomqtt.Client("127.0.0.1", own_broker.port) as other:
+            await other.publish(planted.topic, planted.signed_json(sub_bus.key), qos=1)
+        with anyio.fail_after(20):
+            got = await sub.__anext__()
+        assert got.payload == {"i": 7}
+        assert sub_bus.statistics().reconnects == 1
 
 
 async def test_broker_killed_for_good_raises_a_clear_error(own_broker: Broker) -> None:
