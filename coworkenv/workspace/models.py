@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -319,40 +319,46 @@ class _EmptyDict(_Unchangeable, dict[Any, Any]):  # (a dict, so pydantic dumps i
 _EMPTY_LIST = _EmptyList()
 _EMPTY_DICT = _EmptyDict()
 _ALL_FIELDS: dict[type[BaseModel], _AllFields] = {}
+_M = TypeVar("_M", bound=BaseModel)
 
 
-def compact(model: BaseModel) -> None:
-    """Make an entity (and the models inside it) cheap to keep: its fields set becomes the
-    shared set of all its model's fields (what replay's entities, validated from a full dump,
-    have anyway), and its empty lists and dicts the shared, unchangeable empty ones. About
-    half of an email's memory; what it dumps, equals and hashes to is unchanged."""
+def compact(model: _M) -> _M:
+    """The entity as a workspace keeps it (a new object; the argument is left as it was):
+    its fields set is the shared set of all its model's fields (what replay's entities,
+    validated from a full dump, have anyway), its empty lists and dicts are the shared,
+    unchangeable empty ones, and its attributes sit in a dict that shares its keys with every
+    other kept entity of its model (set one by one on a new object, as an ordinary class's
+    ``__init__`` would; pydantic gives each model a dict of its own). An email costs about a
+    fifth of a validated one; what it dumps, equals and hashes to is unchanged. The models
+    inside it (a document's comments) are kept the same way."""
     cls = type(model)
     shared = _ALL_FIELDS.get(cls)
     if shared is None:
         shared = _ALL_FIELDS[cls] = _AllFields(cls.model_fields)
-    current: object = model.__pydantic_fields_set__
+    current: object = model.__pydantic_fields_set__  # (typed set[str]; ours is a frozenset)
     if current is shared:
-        return
-    # (pydantic's own attribute, set as pydantic's copy does: there is no public way to give
-    # a model a fields set other than its own)
-    object.__setattr__(model, "__pydantic_fields_set__", shared)
-    values = model.__dict__
-    for k, v in values.items():  # (values replaced, no key added: safe while iterating)
+        return model
+    new = cls.__new__(cls)
+    set_ = object.__setattr__  # (pydantic's own slots and attributes, set as its copy does)
+    for k, v in model.__dict__.items():
         kind = v.__class__
         if kind is list:
             if not v:
-                values[k] = _EMPTY_LIST
-            elif isinstance(v[-1], BaseModel):
-                # new items are added at the end of a copied list: compact from the end back
-                # to the first that already is (a comment thread costs one check, not one each)
-                for item in reversed(v):
-                    if item.__pydantic_fields_set__.__class__ is _AllFields:
-                        break
-                    compact(item)
+                v = _EMPTY_LIST
+            elif isinstance(v[-1], BaseModel) and not isinstance(
+                    v[-1].__pydantic_fields_set__, _AllFields):
+                # new items are added at the end of a copied list: a thread whose last item
+                # is kept already costs one check
+                v = [compact(item) for item in v]
         elif kind is dict and not v:
-            values[k] = _EMPTY_DICT
+            v = _EMPTY_DICT
         elif isinstance(v, BaseModel):
-            compact(v)
+            v = compact(v)
+        set_(new, k, v)
+    set_(new, "__pydantic_fields_set__", shared)
+    set_(new, "__pydantic_extra__", model.__pydantic_extra__)
+    set_(new, "__pydantic_private__", model.__pydantic_private__)
+    return new
 
 
 def ws_event(app: str, op: str, entity: Entity | None, *, entity_id: str | None = None) -> tuple[
@@ -386,8 +392,7 @@ def apply_event(state: WorkspaceState, kind: str, payload: dict[str, Any],
             state.counters[app] = max(state.counters[app], int(eid[len(prefix) :]))
     if entity is None:
         entity = ENTITY_TYPES[app].model_validate(payload["data"])
-    compact(entity)
-    table[eid] = entity
+    table[eid] = compact(entity)
 
 
 _ISO_LAST: tuple[datetime, str] = (datetime(1970, 1, 1, tzinfo=UTC), "1970-01-01T00:00:00Z")

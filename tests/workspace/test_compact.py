@@ -69,3 +69,28 @@ def test_a_change_in_place_is_refused_and_model_copy_still_works() -> None:
         assert clone == kept
         clone.permissions["p4"] = "view"  # copies hold ordinary containers
         assert type(clone.permissions) is dict
+
+
+def test_kept_entities_cost_a_fraction_of_validated_ones() -> None:
+    """A kept entity is a new object whose attributes share their keys with every other kept
+    entity of its model (and its fields set, and empty containers): 200 emails kept in a state
+    take well under half of what the 200 validated emails they came from take."""
+    import gc
+    import tracemalloc
+
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        emails = [Email(id=f"e{i}", sender="p1", to=["p2", f"p{i}"], subject=f"s{i}",
+                        body="b" * 40, labels={"p2": ["inbox"]}) for i in range(200)]
+        validated = tracemalloc.get_traced_memory()[0] - before
+        state = WorkspaceState()
+        before = tracemalloc.get_traced_memory()[0]
+        for e in emails:
+            apply_event(state, *ws_event("email", "sent", e), e)  # type: ignore[arg-type]
+        kept = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert kept < validated * 0.45, (kept, validated)
+    assert all(state.emails[e.id] == e and state.emails[e.id] is not e for e in emails)
