@@ -347,9 +347,12 @@ def compact(model: _M) -> _M:
                 v = _EMPTY_LIST
             elif isinstance(v[-1], BaseModel) and not isinstance(
                     v[-1].__pydantic_fields_set__, _AllFields):
-                # new items are added at the end of a copied list: a thread whose last item
-                # is kept already costs one check
-                v = [compact(item) for item in v]
+                # new items are added at the end of a copied list: only those after the last
+                # kept one are new (a thread that grows by one costs one item, not the thread)
+                i = len(v) - 1
+                while i > 0 and not isinstance(v[i - 1].__pydantic_fields_set__, _AllFields):
+                    i -= 1
+                v = [*v[:i], *(compact(item) for item in v[i:])]
         elif kind is dict and not v:
             v = _EMPTY_DICT
         elif isinstance(v, BaseModel):

@@ -94,3 +94,19 @@ def test_kept_entities_cost_a_fraction_of_validated_ones() -> None:
         tracemalloc.stop()
     assert kept < validated * 0.45, (kept, validated)
     assert all(state.emails[e.id] == e and state.emails[e.id] is not e for e in emails)
+
+
+def test_a_growing_thread_keeps_its_earlier_items_and_compacts_the_new_one() -> None:
+    doc = Document(id="d1", title="Plan", owner="p1",
+                   comments=[Comment(author="p1", text=str(i)) for i in range(3)])
+    state = _state_with(("docs", "created", doc))
+    kept = state.docs["d1"]
+    grown = kept.model_copy(update={"comments": [*kept.comments,
+                                                 Comment(author="p2", text="new")]})
+    state = _state_with(("docs", "created", doc), ("docs", "commented", grown))
+    now = state.docs["d1"]
+    assert now == grown
+    assert all(a is b for a, b in zip(now.comments[:3], kept.comments, strict=True))
+    assert now.comments[3] is not grown.comments[3]  # the new one, kept its own way
+    assert {type(c.__pydantic_fields_set__) for c in now.comments} == {
+        type(kept.__pydantic_fields_set__)}
