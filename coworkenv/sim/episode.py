@@ -411,12 +411,15 @@ class EpisodeKernel:
             score=g.score if g else 0.0, passed=g.passed if g else False, grade=g,
             retryable=self._retryable and self._failure is not None)
         if self.store is not None:
+            # encoded before the first wait, and the dump let go: thousands of episodes that
+            # finish together may wait on the store, each holding only its rows' text
+            projection = [(spec.episode_id, app, eid, encode_payload(row))
+                          for app, rows in (dumped or {}).items() for eid, row in rows.items()]
+            del dumped
             await self._save()
             await self.store.executemany(
                 "INSERT OR REPLACE INTO projection (episode_id, app, entity_id, data) "
-                "VALUES (?, ?, ?, ?)",
-                [(spec.episode_id, app, eid, encode_payload(row))
-                 for app, rows in (dumped or {}).items() for eid, row in rows.items()])
+                "VALUES (?, ?, ?, ?)", projection)
             if g is not None:
                 await save_grade(self.store, spec.episode_id, g)
             await self.store.finish_episode(
