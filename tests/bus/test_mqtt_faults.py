@@ -92,6 +92,28 @@ async def test_what_the_broker_queued_while_we_were_away_is_delivered(
         assert sub_bus.statistics().reconnects == 1
 
 
+async def test_a_chosen_client_id_starts_without_an_earlier_run_s_session(
+        own_broker: Broker) -> None:
+    """A bus opened under a client id of the user's choosing never begins clean (so that its
+    session survives a broker restart), so a session an earlier run left under that id is
+    cleared first: its subscriptions must not bring that run's traffic to this bus."""
+    from paho.mqtt.packettypes import PacketTypes
+    from paho.mqtt.properties import Properties
+
+    props = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
+    props.SessionExpiryInterval = 300
+    async with aiomqtt.Client("127.0.0.1", own_broker.port, identifier="chosen-id",
+                              protocol=aiomqtt.ProtocolVersion.V5, properties=props,
+                              clean_start=False) as earlier:
+        await earlier.subscribe("earlier/#", qos=1)  # left behind: the client just goes
+    bus = MqttBus("127.0.0.1", own_broker.port, prefix="later", client_id="chosen-id")
+    async with bus:
+        async with aiomqtt.Client("127.0.0.1", own_broker.port) as other:
+            await other.publish("earlier/x", b"not for this run", qos=1)
+        await anyio.sleep(0.5)
+        assert bus.statistics().rejected == 0  # it never reached the bus
+
+
 async def test_broker_killed_for_good_raises_a_clear_error(own_broker: Broker) -> None:
     bus = MqttBus("127.0.0.1", own_broker.port, prefix="dead", reconnect_timeout=1.5)
     async with bus, bus.subscribe("dead/#") as sub:
