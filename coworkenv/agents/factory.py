@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from ..sim.actor import Actor
 from ..sim.task import Task
 from .openai_agent import Endpoint, OpenAIAgent
-from .oracle import NoopAgent, OracleAgent
+from .oracle import NoopAgent, OracleAgent, slip_names
 from .persona import LLMPerson
 from .scripted import ScriptedPerson
 
@@ -54,11 +54,15 @@ def endpoint(model: str, base_url: str | None, api_key_env: str | None,
 
 
 def agent_factory(spec: str, *, base_url: str | None = None, api_key_env: str | None = None,
-                  **endpoint_options: object) -> AgentFactory:
+                  slips: float = 0.0, **endpoint_options: object) -> AgentFactory:
     """Build agents from an ``--agent`` value. Model-backed agents of one run share one
-    :class:`Endpoint` (and so one concurrency limit)."""
+    :class:`Endpoint` (and so one concurrency limit); ``slips``: the oracle's rate of wrong
+    person arguments it recovers from (:attr:`OracleAgent.slips`)."""
     s = parse_agent(spec)
     if s.kind == "oracle":
+        if slips:
+            return lambda task: OracleAgent(list(task.reference), slips=slips,
+                                            names=slip_names(task))
         return lambda task: OracleAgent(list(task.reference))
     if s.kind == "noop":
         return lambda task: NoopAgent()

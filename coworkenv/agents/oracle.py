@@ -18,6 +18,27 @@ from ..sim.task import (
 )
 
 TRANSIENT = frozenset({"rate_limited", "server_error", "unavailable"})
+LOOKUP = "directory_search"
+
+
+def slip_names(task: Any) -> dict[str, list[str]]:
+    """For each person of ``task``'s seed, the wrong references a model is seen to make in
+    their place (first name, full display name) that resolve to no one in the directory:
+    what :class:`OracleAgent` may slip on."""
+    people = task.seed.people
+    taken = {p.id for p in people} | {g.id for g in task.seed.groups}
+    taken_low = {p.email.lower() for p in people} | {g.email.lower() for g in task.seed.groups}
+    firsts = [p.name.split()[0].lower() for p in people if p.name.split()]
+    out: dict[str, list[str]] = {}
+    for p in people:
+        full = " ".join(p.name.split())
+        first = full.split(" ")[0]
+        options = [full] if firsts.count(first.lower()) > 1 else [first, full]
+        wrong = [w for w in dict.fromkeys(options) if w
+                 and w not in taken and w.lower() not in taken_low]
+        if wrong:
+            out[p.id] = wrong
+    return out
 
 
 @dataclass
@@ -45,6 +66,19 @@ class OracleAgent(Actor):
     resolved: dict[int, Any] = field(default_factory=dict)
     """What each step actually sent, by step index: tool arguments or message text with every
     ``${step.path}`` reference filled in (the mutation check replays these)."""
+    slips: float = 0.0
+    """Share of the tool steps naming a person where it first names them wrongly (a first
+    name or display name, see :func:`slip_names`), is told ``not_found``, looks them up with
+    ``directory_search`` and calls again with the id found: demonstrations of recovering
+    from a wrong argument. Only where the episode offers ``directory_search``; each slipped
+    call is marked with an ``agent.slip`` event (export keeps it out of the SFT loss)."""
+    names: dict[str, list[str]] = field(default_factory=dict)
+    """Wrong references by person id (:func:`slip_names`)."""
+    lookup: bool = False
+    recovering: dict[str, Any] | None = None
+    """A slip under way: the step's right arguments, what to search, the phase."""
+    current: tuple[str, Any] = ("", None)
+    """The call in flight (tool, arguments): what a transient failure retries."""
 
     def fork(self, steps: list[Step]) -> OracleAgent:
         """This agent as it is now, going on with ``steps`` (which share its past steps):
@@ -53,11 +87,15 @@ class OracleAgent(Actor):
                            pc=self.pc, retries=self.retries, results=dict(self.results),
                            waiting=dict(self.waiting) if self.waiting else None,
                            started=self.started, waits=self.waits, inbox=list(self.inbox),
-                           blocked=list(self.blocked), resolved=dict(self.resolved))
+                           blocked=list(self.blocked), resolved=dict(self.resolved),
+                           slips=self.slips, names=self.names, lookup=self.lookup,
+                           recovering=dict(self.recovering) if self.recovering else None,
+                           current=self.current)
 
     async def handle(self, envelope: Envelope, ctx: ActorContext) -> None:
         if envelope.kind == "task" and not self.started:
             self.started = True
+            self.lookup = LOOKUP in (envelope.payload.get("tools") or ())
             self._advance(ctx)
             return
         if self.waiting is None or not self._satisfies(envelope, ctx):
@@ -72,14 +110,51 @@ class OracleAgent(Actor):
             error = envelope.payload.get("error") or {}
             if error.get("code") in TRANSIENT and self.retries < self.max_retries:
                 self.retries += 1
-                call_id = ctx.call_tool(step.tool, resolve_refs(step.args, self.results))
-                self.waiting = {"call_id": call_id}
+                self._call(ctx, *self.current)  # the same call again
                 return
             self.retries = 0
+            slip = self.recovering
+            if slip is not None and slip["phase"] != "right":
+                if slip["phase"] == "slip" and envelope.payload.get("ok"):
+                    self.recovering = None  # (a tool that took the name: nothing to recover)
+                else:  # told not_found: look the name up, then call with the id found
+                    slip["phase"] = "search" if slip["phase"] == "slip" else "right"
+                    if slip["phase"] == "search":
+                        self._call(ctx, LOOKUP, {"query": slip["query"]})
+                    else:
+                        self._call(ctx, step.tool, slip["right"])
+                    return
+            self.recovering = None
             if step.id:
                 self.results[step.id] = envelope.payload.get("result")
         self.waiting = None
         self._advance(ctx)
+
+    def _call(self, ctx: ActorContext, tool: str, args: Any) -> str:
+        self.current = (tool, args)
+        call_id = ctx.call_tool(tool, args)
+        self.waiting = {"call_id": call_id}
+        return call_id
+
+    def _slip(self, tool: str, args: Any, ctx: ActorContext) -> dict[str, Any] | None:
+        """The wrong arguments of a slip at this step, or None (see :attr:`slips`)."""
+        if not (self.slips and self.lookup and isinstance(args, dict)) or \
+                tool == LOOKUP or ctx.rng.random() >= self.slips:
+            return None
+        spots = [(k, i, v) for k, val in args.items()
+                 for i, v in (enumerate(val) if isinstance(val, list) else [(None, val)])
+                 if isinstance(v, str) and v in self.names]
+        if not spots:
+            return None
+        key, i, person = ctx.rng.choice(spots)
+        name = ctx.rng.choice(self.names[person])
+        wrong = dict(args)
+        if i is None:
+            wrong[key] = name
+        else:
+            wrong[key] = [name if j == i else v for j, v in enumerate(args[key])]
+        self.recovering = {"right": args, "query": name, "phase": "slip"}
+        return wrong
 
     def _satisfies(self, env: Envelope, ctx: ActorContext) -> bool:
         w = self.waiting or {}
@@ -108,8 +183,10 @@ class OracleAgent(Actor):
             if isinstance(step, ToolStep):
                 args = resolve_refs(step.args, self.results)
                 self.resolved[self.pc - 1] = args
-                call_id = ctx.call_tool(step.tool, args)
-                self.waiting = {"call_id": call_id}
+                wrong = self._slip(step.tool, args, ctx)
+                call_id = self._call(ctx, step.tool, wrong or args)
+                if wrong is not None:
+                    ctx.record("agent.slip", {"call_id": call_id})
                 return
             if isinstance(step, MessageStep):
                 text = str(resolve_refs(step.text, self.results))

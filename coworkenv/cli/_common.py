@@ -56,7 +56,8 @@ BUS_HELP = "memory (default) or mqtt://user:pass@host:port/prefix (all but the h
 
 
 FIELDS = ("transport", "bus", "agent", "base_url", "api_key_env", "cast_base_url", "cast_model", "cast",
-          "clock", "resume", "db", "trials", "concurrency", "processes", "faults", "run_id",
+          "clock", "resume", "db", "trials", "concurrency", "processes", "faults", "slips",
+          "run_id",
           "only", "families", "per_family", "max_turns", "max_tokens", "model_concurrency",
           "tasks")
 """Library messages name the field they are about; the command line names its flag."""

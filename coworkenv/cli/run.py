@@ -52,7 +52,7 @@ class ModelOptions:
 
 def _execute(tasks: list[Any], *, agent: str, db: Path, bus_url: str, trials: int,
              concurrency: int, clock: str, run_id: str | None, resume: bool,
-             quiet: bool = False, faults: float = 0.0,
+             quiet: bool = False, faults: float = 0.0, slips: float = 0.0,
              models: ModelOptions | None = None, processes: int = 1,
              ray: str | None = None, hosts: int | None = None,
              shard_dir: Path | None = None) -> tuple[str, list[Any]]:
@@ -75,7 +75,7 @@ def _execute(tasks: list[Any], *, agent: str, db: Path, bus_url: str, trials: in
         p = prepare(RunConfig(
             tasks, agent=agent, db=db, bus=bus_url, trials=trials, concurrency=concurrency,
             processes=processes, clock=clock, run_id=run_id, resume=resume, faults=faults,
-            tools=mo.tools, base_url=mo.base_url, api_key_env=mo.api_key_env, cast=mo.cast,
+            slips=slips, tools=mo.tools, base_url=mo.base_url, api_key_env=mo.api_key_env, cast=mo.cast,
             cast_model=mo.cast_model, cast_base_url=mo.cast_base_url, model_timeout=mo.timeout,
             model_concurrency=mo.max_concurrency, max_tokens=mo.max_tokens, ray=ray,
             hosts=hosts, shard_dir=str(shard_dir) if shard_dir else None), tasks)
@@ -351,6 +351,12 @@ def run(
                                        "family) | full | family | none")] = "auto",
     faults: Annotated[float, typer.Option(help="Rate of injected failures on the agent's "
                                           "write-tool calls (0..1)")] = 0.0,
+    slips: Annotated[float, typer.Option(help="Oracle only: rate of tool steps naming a person "
+                                         "where it first gives a wrong name, is told "
+                                         "not_found, looks it up with directory_search and "
+                                         "calls again (0..1; demonstrations of recovering; "
+                                         "needs directory_search offered, e.g. --tools "
+                                         "reference,directory_search)")] = 0.0,
     allow_errors: Annotated[bool, typer.Option("--allow-errors", help="Exit 0 even when "
                                                "episodes failed in the simulator itself (setup, "
                                                "runtime, world, grading, tools, simulated "
@@ -371,7 +377,7 @@ def run(
             "max_turns": min(t.limits.max_turns, max_turns)})}) for t in loaded]
     rid, results = _execute(loaded, agent=agent, db=db, bus_url=bus, trials=trials,
                             concurrency=concurrency, clock=clock, run_id=run_id, resume=resume,
-                            quiet=quiet, faults=faults,
+                            quiet=quiet, faults=faults, slips=slips,
                             models=ModelOptions(base_url, api_key_env, cast, cast_model,
                                                 cast_base_url, model_timeout, model_concurrency,
                                                 max_tokens, toolset(tools)),

@@ -55,6 +55,11 @@ class RunConfig:
     resume: bool = False
     faults: float = 0.0
     """Rate of injected transient failures on the agent's write-tool calls."""
+    slips: float = 0.0
+    """The oracle's rate of wrong person arguments it recovers from (a first name where the
+    id is needed, then ``directory_search``, then the id; see
+    :attr:`~coworkenv.agents.OracleAgent.slips`): teacher demonstrations of recovering from
+    a ``not_found``. Where the episode offers ``directory_search`` only."""
     tools: Sequence[str] | None = None
     """Tools offered to the agent (tool or app names, or ``reference``); default: the task's."""
     only: Sequence[str] | None = None
@@ -99,6 +104,10 @@ class RunConfig:
             raise RunConfigError(f"clock: expected virtual or wall, got {self.clock!r}")
         if not 0.0 <= self.faults <= 1.0:
             raise RunConfigError(f"faults: expected a rate between 0 and 1, got {self.faults}")
+        if not 0.0 <= self.slips <= 1.0:
+            raise RunConfigError(f"slips: expected a rate between 0 and 1, got {self.slips}")
+        if self.slips and self.agent != "oracle":
+            raise RunConfigError(f"slips: only the oracle agent slips, got agent {self.agent!r}")
         if not self.tasks:
             raise RunConfigError("tasks: no task file, folder or task given")
         if not isinstance(self.agent, str) and not self.agent_name:
@@ -256,7 +265,7 @@ def factories(c: RunConfig) -> tuple[Any, Any, Any]:
             make_agent: Any = None if spec.kind == "remote" else agent_factory(
                 c.agent, base_url=c.base_url, api_key_env=c.api_key_env,
                 timeout=c.model_timeout, max_concurrency=c.model_concurrency,
-                max_tokens=c.max_tokens)
+                max_tokens=c.max_tokens, slips=c.slips)
         else:
             spec, make_agent = AgentSpec("custom"), c.agent
         make_cast = c.cast if not isinstance(c.cast, str) else cast_factory(
@@ -300,7 +309,8 @@ def prepare(config: RunConfig, tasks: list[Task] | None = None) -> Prepared:
         if run_id is None:
             raise RunConfigError(f"resume: {db} holds no run")
     try:
-        options = RunOptions(run_id or new_run_id(), c.agent_name or str(c.agent), c.trials,
+        options = RunOptions(run_id or new_run_id(), c.agent_name or str(c.agent) + (
+            f" slips={c.slips:g}" if c.slips else ""), c.trials,
                              c.concurrency, c.clock, c.role or spec.role, c.resume,
                              FaultPlan(rate=c.faults) if c.faults else None,
                              tools=list(c.tools) if c.tools is not None else None,
