@@ -157,3 +157,12 @@ def agent_view(events: Iterable[Any]) -> list[dict[str, Any]]:
             if msg is not None:
                 messages.append(msg)
     return messages
+
+
+def slipped_turns(events: Iterable[Any], messages: list[dict[str, Any]]) -> list[int]:
+    """Indexes of the assistant messages of ``messages`` (:func:`agent_view` of ``events``)
+    whose call was a deliberate slip (an ``agent.slip`` event names it; see
+    :attr:`~coworkenv.agents.OracleAgent.slips`): kept as context, left out of the SFT loss."""
+    slips = {e.payload.get("call_id") for e in events if e.kind == "agent.slip"}
+    return [i for i, m in enumerate(messages) if m.get("role") == "assistant" and slips
+            and any(tc.get("id") in slips for tc in m.get("tool_calls") or ())]

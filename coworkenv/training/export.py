@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from ..agents.chat import agent_tools, agent_view, opening
+from ..agents.chat import agent_tools, agent_view, opening, slipped_turns
 from ..outputs import atomic_folder, write_folder_manifest
 from ..sim.errors import HeldOutError
 from ..sim.loader import HeldOut, benchmark
@@ -138,6 +138,7 @@ def export_sft(db: Path, out: Path, *, run: str | None = None, min_score: float 
             split = _split(key, eval_fraction, frozenset(held_out) if held_out else None)
             rows[split].append({
                 "messages": messages, "tools": json.dumps(_tools_of(events)),
+                "untrained": slipped_turns(events, messages),
                 "task_id": g["task_id"], "task_hash": task_hash, "family": g["family"],
                 "episode_id": g["episode_id"],
                 "run_id": g["run_id"], "score": g["score"]})
@@ -164,7 +165,9 @@ def _finish_sft(out: Path, stats: ExportStats, db: Path, run: str | None, teache
         f"- considered {stats.considered}; written {stats.written}; excluded "
         f"{dict(stats.excluded)}",
         "- format: TRL conversational with tools: `messages` (system, user, assistant with "
-        "`tool_calls`, `tool`), `tools` (JSON string of OpenAI function schemas)"])
+        "`tool_calls`, `tool`), `tools` (JSON string of OpenAI function schemas), "
+        "`untrained` (indexes of assistant messages kept as context but left out of the "
+        "loss: the oracle's deliberate slips, `run --slips`)"])
     (out / "stats.json").write_text(json.dumps({"considered": stats.considered,
                                                 "written": stats.written,
                                                 "excluded": dict(stats.excluded)}, indent=2))

@@ -64,7 +64,49 @@ def _rows(path: Path) -> list[dict[str, Any]]:
                   if never.holds_row(str(r.get("task_id")), r.get("task_hash"))})
     if bad:
         raise HeldOutError(f"train sft: {path}", bad)
-    return [{"messages": r["messages"], "tools": r["tools"]} for r in rows]
+    return [{"messages": r["messages"], "tools": r["tools"],
+             "untrained": r.get("untrained") or []} for r in rows]
+
+
+def _runs(mask: list[int]) -> list[tuple[int, int]]:
+    """The [start, end) spans of consecutive 1s of an assistant-token mask."""
+    spans: list[tuple[int, int]] = []
+    start = None
+    for i, bit in enumerate([*mask, 0]):
+        if bit and start is None:
+            start = i
+        elif not bit and start is not None:
+            spans.append((start, i))
+            start = None
+    return spans
+
+
+def tokenize(rows: list[dict[str, Any]], tok: Any, template: str,
+             source: Path | str = "train.jsonl") -> list[dict[str, list[int]]]:
+    """Rows as ``input_ids`` and ``labels``: the assistant turns' tokens are trained on
+    (TRL's assistant-only loss, from the template's ``{% generation %}`` spans) except the
+    turns a row names in ``untrained`` (the oracle's deliberate slips), which stay in the
+    context with their labels set to -100."""
+    out = []
+    for n, r in enumerate(rows, 1):
+        tools = json.loads(r["tools"]) if isinstance(r["tools"], str) else r["tools"]
+        enc = tok.apply_chat_template(r["messages"], tools=tools or None, chat_template=template,
+                                      tokenize=True, return_dict=True,
+                                      return_assistant_tokens_mask=True)
+        ids = list(enc["input_ids"])
+        spans = _runs(list(enc["assistant_masks"]))
+        turns = [i for i, m in enumerate(r["messages"]) if m.get("role") == "assistant"]
+        if len(spans) != len(turns):
+            raise TrainingDataError(
+                f"{source}: row {n}: the chat template marks {len(spans)} assistant span(s) for "
+                f"{len(turns)} assistant message(s), so turns cannot be told apart for the loss")
+        labels = [-100] * len(ids)
+        skip = set(r.get("untrained") or ())
+        for (a, b), i in zip(spans, turns, strict=True):
+            if i not in skip:
+                labels[a:b] = ids[a:b]
+        out.append({"input_ids": ids, "labels": labels})
+    return out
 
 
 class NothingToTrainError(TrainingDataError):
@@ -76,7 +118,7 @@ def train_sft(model: str, data: Path, out: Path, options: SFTOptions | None = No
     import datasets
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import SFTConfig, SFTTrainer
-    from trl.chat_template_utils import qwen3_instruct_2507_chat_template
+    from trl.chat_template_utils import get_training_chat_template, qwen3_instruct_2507_chat_template
 
     o = options or SFTOptions()
     demonstrations = _rows(data / "train.jsonl")  # (held-out tasks refused before any load)
@@ -86,10 +128,12 @@ def train_sft(model: str, data: Path, out: Path, options: SFTOptions | None = No
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
     lm = AutoModelForCausalLM.from_pretrained(path)
-    ds = datasets.Dataset.from_list(demonstrations)
+    template = get_training_chat_template(tok) or tok.chat_template
+    ds = datasets.Dataset.from_list(tokenize(demonstrations, tok, template,
+                                             data / "train.jsonl"))
     cfg = SFTConfig(output_dir=str(out), max_steps=o.steps, learning_rate=o.learning_rate,
                     per_device_train_batch_size=o.batch_size, max_length=o.max_length,
-                    assistant_only_loss=True, logging_steps=1, save_strategy="no",
+                    logging_steps=1, save_strategy="no",
                     report_to="none", bf16=not o.cpu, use_cpu=o.cpu,
                     gradient_checkpointing=not o.cpu,
                     seed=o.seed)
