@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -62,6 +63,9 @@ CASES: list[tuple[list[str], int, str]] = [
     (["run", "--tasks", TASKS, "--families", "nope"], 2, "--families: no task of family"),
     (["run", "--tasks", TASKS, "--table", "wide"], 2, "--table: expected one of"),
     (["run", "--tasks", TASKS, "--faults", "2"], 2, "--faults: expected a rate"),
+    (["run", "--tasks", TASKS, "--slips", "2"], 2, "--slips: expected a rate"),
+    (["run", "--tasks", TASKS, "--agent", "noop", "--slips", "0.5"], 2,
+     "--slips: only the oracle agent slips"),
     (["run", "--tasks", TASKS, "--tools", "fax"], 2, "--tools: ['fax'] are neither"),
     (["run", "--tasks", TASKS, "--run-id", "a/b"], 2, "run id 'a/b'"),
     (["run", "--tasks", TASKS, "--db", "fresh.db", "--resume"], 2,
@@ -84,6 +88,24 @@ def _files(folder: Path) -> set[str]:
     # (-wal and -shm: SQLite's own files beside a database that was opened)
     return {str(p.relative_to(folder)) for p in folder.rglob("*")
             if not p.name.endswith(("-wal", "-shm"))}
+
+
+def test_a_run_id_in_use_is_refused_before_anything_runs(tmp_path: Path, store: Path) -> None:
+    """Its episode ids would be the recorded run's: the store used to refuse them midway, a
+    traceback and a half-written run."""
+    shutil.copy(store, tmp_path / "ok.db")
+    with sqlite3.connect(tmp_path / "ok.db") as c:
+        (run_id,) = c.execute("SELECT run_id FROM runs").fetchone()
+        before = c.execute("SELECT count(*) FROM events").fetchone()
+    r = subprocess.run([*CLI, "run", "--tasks", TASKS, "--db", "ok.db", "--run-id", run_id],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                       stdin=subprocess.DEVNULL)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip() == (f"error: --run-id: run {run_id!r} is already recorded in "
+                                "ok.db; resume it to complete its missing episodes, or give a "
+                                "new run id")
+    with sqlite3.connect(tmp_path / "ok.db") as c:
+        assert c.execute("SELECT count(*) FROM events").fetchone() == before
 
 
 @pytest.mark.parametrize(("args", "code", "says"), CASES,

@@ -308,6 +308,15 @@ def prepare(config: RunConfig, tasks: list[Task] | None = None) -> Prepared:
             run_id = r.latest_run()
         if run_id is None:
             raise RunConfigError(f"resume: {db} holds no run")
+    elif not c.resume and run_id is not None and db.exists():
+        from ..sim.runner import refuse_recorded_run
+        from ..store import SchemaError
+
+        try:
+            with Reader(db) as r:
+                refuse_recorded_run(r, run_id, db)
+        except SchemaError:
+            pass  # (an empty SQLite file: the store makes its tables; nothing recorded yet)
     try:
         options = RunOptions(run_id or new_run_id(), c.agent_name or str(c.agent) + (
             f" slips={c.slips:g}" if c.slips else ""), c.trials,

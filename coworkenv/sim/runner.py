@@ -99,6 +99,14 @@ def tuned_gc(enabled: bool = True) -> Iterator[None]:
         gc.unfreeze()
 
 
+def refuse_recorded_run(r: Reader, run_id: str, where: str | Path) -> None:
+    """A new run may not take the id of a run the store holds: its episode ids would be that
+    run's, and the store would refuse them midway (a resume is how a run goes on)."""
+    if r.run_config(run_id) is not None:
+        raise RunConfigError(f"run_id: run {run_id!r} is already recorded in {where}; resume "
+                             "it to complete its missing episodes, or give a new run id")
+
+
 async def plan_run(tasks: Sequence[Task], store: EventStore, options: RunOptions) -> list[Job]:
     """Record the run and its task specs; return every (task, trial) not yet completed.
 
@@ -107,6 +115,9 @@ async def plan_run(tasks: Sequence[Task], store: EventStore, options: RunOptions
     """
     done: set[tuple[str, int]] = set()
     attempts: dict[tuple[str, int], int] = {}
+    if not options.resume:
+        with Reader(store) as r:
+            refuse_recorded_run(r, options.run_id, store.path)
     if options.resume:
         await store.flush()
         with Reader(store) as r:
