@@ -70,6 +70,8 @@ CASES: list[tuple[list[str], int, str]] = [
     (["run", "--tasks", TASKS, "--run-id", "a/b"], 2, "run id 'a/b'"),
     (["run", "--tasks", TASKS, "--db", "fresh.db", "--resume"], 2,
      "--resume: fresh.db does not exist"),
+    (["train", "sft", "--model", "m", "--data", "adir", "--out", "ck", "--truncation",
+      "middle"], 2, "--truncation: expected keep_start or keep_end, got 'middle'"),
     (["tools", "--format", "xml"], 2, "--format: expected"),
     (["schema", "workflow"], 2, "schema: expected 'task'"),
 ]

@@ -113,6 +113,10 @@ def train_sft_cmd(
     learning_rate: Annotated[float, typer.Option(help="Learning rate")] = 5e-5,
     batch_size: Annotated[int, typer.Option(min=1, help="Per-device batch size")] = 2,
     max_length: Annotated[int, typer.Option(min=64, help="Tokens per example")] = 2048,
+    truncation: Annotated[str, typer.Option(help="What a longer example keeps: keep_start "
+                                            "(the task and the first turns) or keep_end (the "
+                                            "last turns, for long-horizon demonstrations "
+                                            "on a short max-length)")] = "keep_start",
     lora: Annotated[bool, typer.Option(help="Train LoRA adapters (peft)")] = False,
     gpu: Annotated[bool, typer.Option(help="Train on the accelerator (bf16, gradient "
                                       "checkpointing); default CPU")] = False,
@@ -121,6 +125,8 @@ def train_sft_cmd(
     _train_imports("train sft")
     from ..training.sft import NothingToTrainError, SFTOptions, train_sft
 
+    if truncation not in ("keep_start", "keep_end"):
+        raise fail(f"--truncation: expected keep_start or keep_end, got {truncation!r}")
     output_folder(out, "--out")
     if not (data / "train.jsonl").exists():
         raise fail(f"--data: {data / 'train.jsonl'} not found (run `coworkenv export sft`)")
@@ -129,7 +135,8 @@ def train_sft_cmd(
 
     try:
         res = train_sft(model, data, out, SFTOptions(steps, learning_rate, batch_size,
-                                                     max_length, lora, cpu=not gpu))
+                                                     max_length, lora, cpu=not gpu,
+                                                     truncation=truncation))
     except (HeldOutError, IncompleteOutputError, NothingToTrainError) as exc:
         raise fail(str(exc)) from None
     losses = res["losses"]

@@ -27,6 +27,9 @@ class SFTOptions:
     seed: int = 0
     cpu: bool = True
     """False: train on the accelerator in bf16."""
+    truncation: str = "keep_start"
+    """What an example longer than ``max_length`` keeps: ``keep_start`` (the task and the
+    first turns) or ``keep_end`` (the last turns; the system prompt and task are cut)."""
 
 
 def prepare_model(model: str, cache: Path | None = None) -> str:
@@ -133,7 +136,7 @@ def train_sft(model: str, data: Path, out: Path, options: SFTOptions | None = No
                                              data / "train.jsonl"))
     cfg = SFTConfig(output_dir=str(out), max_steps=o.steps, learning_rate=o.learning_rate,
                     per_device_train_batch_size=o.batch_size, max_length=o.max_length,
-                    logging_steps=1, save_strategy="no",
+                    truncation_mode=o.truncation, logging_steps=1, save_strategy="no",
                     report_to="none", bf16=not o.cpu, use_cpu=o.cpu,
                     gradient_checkpointing=not o.cpu,
                     seed=o.seed)
@@ -150,8 +153,8 @@ def train_sft(model: str, data: Path, out: Path, options: SFTOptions | None = No
         raise NothingToTrainError(
             f"{data / 'train.jsonl'}: none of its {len(demonstrations)} demonstration(s) has "
             f"an assistant turn within max_length {o.max_length} tokens (TRL dropped every "
-            "row); raise max_length, or record shorter demonstrations (fewer tools offered: "
-            "`run --tools reference`)")
+            "row); raise max_length, train on their last turns (truncation keep_end), or "
+            "record shorter demonstrations (fewer tools offered: `run --tools reference`)")
     trainer.train()
     trainer.save_model(str(out))
     tok.save_pretrained(str(out))
