@@ -16,10 +16,14 @@ MODEL=${MODEL:-$ROOT/.cache/models/SmolLM2-135M-Instruct.Q4_1.gguf}  # base mode
 HELD_OUT=${HELD_OUT:-doc_sharing,safety}             # families never trained on, evaluated
 TRAIN_FAMILIES=${TRAIN_FAMILIES:-}                    # GRPO rollouts from these (default: all but HELD_OUT)
 TEACHER_TRIALS=${TEACHER_TRIALS:-4}                  # oracle trials per task (faults vary them)
+SLIPS=${SLIPS:-0.3}                                  # oracle: share of person-naming steps where it slips
+                                                     # (wrong name, not_found, directory_search, retry)
+TOOLS=${TOOLS:-reference,directory_search}           # tools offered: teacher, GRPO and evaluation
 SFT_STEPS=${SFT_STEPS:-40}
 SFT_BATCH=${SFT_BATCH:-2}
 SFT_MAX_LENGTH=${SFT_MAX_LENGTH:-1024}
 SFT_LR=${SFT_LR:-1e-4}
+SFT_TRUNCATION=${SFT_TRUNCATION:-keep_start}         # or keep_end: the last turns of a longer demonstration
 GRPO_STEPS=${GRPO_STEPS:-2}                          # 0 skips GRPO
 GRPO_COMPLETION=${GRPO_COMPLETION:-192}              # tokens of a whole rollout (turns + tool results)
 GRPO_BATCH=${GRPO_BATCH:-2}                          # rollouts per step
@@ -49,7 +53,7 @@ if [ "$SYNTH" -gt 0 ]; then
 fi
 
 step "1. teacher run: the oracle on every task, ${TEACHER_TRIALS} trials, transient faults for variety"
-$CW run --tasks "$TASKS" --agent oracle --trials "$TEACHER_TRIALS" --faults 0.15 --tools reference \
+$CW run --tasks "$TASKS" --agent oracle --trials "$TEACHER_TRIALS" --faults 0.15 --slips "$SLIPS" --tools "$TOOLS" \
   --db "$DB" --run-id teacher --quiet
 
 if [ -n "$HELD_OUT" ]; then
@@ -62,7 +66,7 @@ fi
 
 step "3. train sft: $SFT_STEPS steps"
 $CW train sft --model "$MODEL" --data "$WORK/data/sft" --out "$WORK/ckpt/sft" --steps "$SFT_STEPS" \
-  --batch-size "$SFT_BATCH" --max-length "$SFT_MAX_LENGTH" --learning-rate "$SFT_LR"
+  --batch-size "$SFT_BATCH" --max-length "$SFT_MAX_LENGTH" --truncation "$SFT_TRUNCATION" --learning-rate "$SFT_LR"
 
 models=("base=$MODEL" "sft=$WORK/ckpt/sft")
 if [ "$GRPO_STEPS" -gt 0 ]; then
@@ -72,7 +76,7 @@ if [ "$GRPO_STEPS" -gt 0 ]; then
   $CW train grpo --model "$WORK/ckpt/sft" --tasks "$TASKS" "${fams[@]}" --held-out "$HELD_OUT" \
     --out "$WORK/ckpt/grpo" --db "$DB" --run-id grpo-rollouts --steps "$GRPO_STEPS" \
     --batch-size "$GRPO_BATCH" --num-generations "$GRPO_GENERATIONS" --learning-rate "$GRPO_LR" --reward-weights "$GRPO_WEIGHTS" \
-    --max-completion-length "$GRPO_COMPLETION" --max-tool-calls "$GRPO_TOOL_CALLS"
+    --max-completion-length "$GRPO_COMPLETION" --tools "$TOOLS" --max-tool-calls "$GRPO_TOOL_CALLS"
   models+=("grpo=$WORK/ckpt/grpo")
 fi
 
@@ -100,7 +104,7 @@ for entry in "${models[@]}"; do
   done
   cat "$WORK/served-$name.json"; echo
   $CW run "${evaluated[@]}" "${only[@]}" --trials "$EVAL_TRIALS" --agent "openai:pocketworker-$name" \
-    --base-url "http://127.0.0.1:$PORT/v1" --tools reference --max-turns "$EVAL_MAX_TURNS" \
+    --base-url "http://127.0.0.1:$PORT/v1" --tools "$TOOLS" --max-turns "$EVAL_MAX_TURNS" \
     --max-tokens "$EVAL_MAX_TOKENS" --model-timeout 900 --model-concurrency 1 --concurrency 1 \
     --db "$DB" --run-id "eval-$name" --quiet || { kill "$server"; exit 1; }
   kill "$server"; wait "$server" 2>/dev/null || true

@@ -17,6 +17,9 @@ TEACHER=${TEACHER:-}                          # optional model teacher served by
 HELD_OUT=${HELD_OUT:-doc_sharing,safety}
 TRAIN_FAMILIES=${TRAIN_FAMILIES:-}            # GRPO rollouts from these (default: all but HELD_OUT)
 TRIALS=${TRIALS:-8}                           # oracle trials per task (faults vary them)
+SLIPS=${SLIPS:-0.3}                           # oracle: share of person-naming steps where it slips
+                                              # (wrong name, not_found, directory_search, retry)
+TOOLS=${TOOLS:-reference,directory_search}    # tools offered: teacher, GRPO and evaluation
 EVAL_TASKS=${EVAL_TASKS:-}                    # evaluate on these tasks (e.g. examples/benchmark) instead of HELD_OUT
 EVAL_TRIALS=${EVAL_TRIALS:-4}
 EVAL_ONLY=${EVAL_ONLY:-}                      # comma-separated task ids (default: every evaluated task)
@@ -26,13 +29,14 @@ SFT_STEPS=${SFT_STEPS:-300}
 SFT_BATCH=${SFT_BATCH:-8}
 SFT_MAX_LENGTH=${SFT_MAX_LENGTH:-4096}
 SFT_LR=${SFT_LR:-1e-5}
+SFT_TRUNCATION=${SFT_TRUNCATION:-keep_start}  # or keep_end: the last turns of a longer demonstration
 GRPO_STEPS=${GRPO_STEPS:-200}                 # 0 skips GRPO
 GRPO_BATCH=${GRPO_BATCH:-16}
 GRPO_GENERATIONS=${GRPO_GENERATIONS:-8}
 GRPO_COMPLETION=${GRPO_COMPLETION:-2048}
 GRPO_TOOL_CALLS=${GRPO_TOOL_CALLS:-12}
 GRPO_LR=${GRPO_LR:-1e-6}
-GRPO_WEIGHTS=${GRPO_WEIGHTS:-1,0,0,0,0}           # score,completion,safety,robustness,no_repeat
+GRPO_WEIGHTS=${GRPO_WEIGHTS:-1,0.3,0,0.3,0.3}     # score,completion,safety,robustness,no_repeat
 USE_VLLM=${USE_VLLM:-1}                       # GRPO generates with vLLM colocated (0: transformers)
 SERVER=${SERVER:-vllm}                        # evaluation server: vllm, or coworkenv (`coworkenv
                                               # serve`: transformers, batched; no vLLM needed)
@@ -71,12 +75,12 @@ fi
 # 1. teacher demonstrations: the oracle (always), and a model teacher when TEACHER is set;
 # 2. SFT data, held out by family (or every family when evaluating on other tasks)
 if [ ! -s "$WORK/data/sft/train.jsonl" ]; then
-  stage teacher-oracle $CW run --tasks "$TASKS" --agent oracle --trials "$TRIALS" --faults 0.15 --tools reference --db "$DB" --run-id teacher-oracle --quiet
+  stage teacher-oracle $CW run --tasks "$TASKS" --agent oracle --trials "$TRIALS" --faults 0.15 --slips "$SLIPS" --tools "$TOOLS" --db "$DB" --run-id teacher-oracle --quiet
   if [ -n "$TEACHER" ]; then
     vllm serve "$TEACHER" --port "$PORT" --enable-auto-tool-choice --tool-call-parser hermes \
       --gpu-memory-utilization 0.85 > "$WORK/teacher.log" 2>&1 & srv=$!; wait_for $srv
     stage teacher-model $CW run --tasks "$TASKS" --agent "teacher:openai:$TEACHER" --base-url "http://127.0.0.1:$PORT/v1" \
-      --tools reference --trials "$TRIALS" --model-concurrency 64 --concurrency 256 --db "$DB" --run-id teacher-model --quiet
+      --tools "$TOOLS" --trials "$TRIALS" --model-concurrency 64 --concurrency 256 --db "$DB" --run-id teacher-model --quiet
     kill $srv; wait $srv || true
   fi
   if [ -n "$HELD_OUT" ] && [ -z "$EVAL_TASKS" ]; then
@@ -103,7 +107,7 @@ evaluate() {  # evaluate NAME PATH
   wait_for $srv || { cat "$WORK/serve-$name.log"; return 1; }
   mv "$WORK/served.json" "$WORK/served-$name.json"
   stage "eval-$name" $CW run "${evaluated[@]}" --agent "openai:pocketworker-$name" \
-    --base-url "http://127.0.0.1:$PORT/v1" --tools reference --trials "$EVAL_TRIALS" \
+    --base-url "http://127.0.0.1:$PORT/v1" --tools "$TOOLS" --trials "$EVAL_TRIALS" \
     --max-turns "$EVAL_MAX_TURNS" --max-tokens "$EVAL_MAX_TOKENS" --model-timeout 1800 \
     --model-concurrency 256 --concurrency 256 --db "$DB" --run-id "eval-$name" --quiet \
     || { kill $srv; return 1; }
@@ -117,7 +121,8 @@ evaluate base "$STUDENT"
 # 3. SFT (full fine-tune, bf16 on the GPU)
 if [ ! -s "$WORK/ckpt/sft/config.json" ]; then
   stage sft $CW train sft --model "$STUDENT" --data "$WORK/data/sft" --out "$WORK/ckpt/sft" "${accel[@]}" \
-    --steps "$SFT_STEPS" --batch-size "$SFT_BATCH" --max-length "$SFT_MAX_LENGTH" --learning-rate "$SFT_LR"
+    --steps "$SFT_STEPS" --batch-size "$SFT_BATCH" --max-length "$SFT_MAX_LENGTH" --truncation "$SFT_TRUNCATION" \
+    --learning-rate "$SFT_LR"
 fi
 evaluate sft "$WORK/ckpt/sft"
 $CW eval --db "$DB" --compare eval-base eval-sft "${sets[@]}" --out "$WORK"
@@ -131,7 +136,7 @@ if [ "$GRPO_STEPS" -gt 0 ]; then
     stage grpo $CW train grpo --model "$WORK/ckpt/sft" --tasks "$TASKS" "${fams[@]}" --held-out "$HELD_OUT" \
       "${accel[@]}" "${vllm[@]}" --out "$WORK/ckpt/grpo" --db "$DB" --run-id grpo-rollouts \
       --steps "$GRPO_STEPS" --batch-size "$GRPO_BATCH" --num-generations "$GRPO_GENERATIONS" \
-      --max-completion-length "$GRPO_COMPLETION" --max-tool-calls "$GRPO_TOOL_CALLS" --learning-rate "$GRPO_LR" --reward-weights "$GRPO_WEIGHTS"
+      --max-completion-length "$GRPO_COMPLETION" --tools "$TOOLS" --max-tool-calls "$GRPO_TOOL_CALLS" --learning-rate "$GRPO_LR" --reward-weights "$GRPO_WEIGHTS"
   fi
   evaluate grpo "$WORK/ckpt/grpo"
   $CW eval --db "$DB" --compare eval-base eval-grpo "${sets[@]}" --out "$WORK"

@@ -35,7 +35,10 @@ def test_cpu_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
            # (small: on 2 cores an SFT step of 768 tokens takes about 12 s, a GRPO step with
            # two live rollouts about 40 s, a served model's evaluated episode about 30 s)
            "TEACHER_TRIALS": "2", "HELD_OUT": "doc_sharing", "SFT_STEPS": str(SFT_STEPS),
-           "SFT_BATCH": "1", "SFT_MAX_LENGTH": "768", "SFT_LR": "3e-4", "GRPO_STEPS": "2",
+           "SFT_BATCH": "1", "SFT_MAX_LENGTH": "768", "SFT_LR": "3e-4",
+           # (a demonstration's task and tool list alone are 800-1,700 tokens with
+           # directory_search offered: keep its last turns)
+           "SFT_TRUNCATION": "keep_end", "GRPO_STEPS": "2",
            "GRPO_COMPLETION": "48", "GRPO_TOOL_CALLS": "2", "EVAL_ONLY": "share-onboarding",
            "EVAL_MAX_TURNS": "2", "EVAL_MAX_TOKENS": "48", "PORT": str(free_port())}
     # the script's own progress goes to the terminal as it runs (a long, real job)
@@ -52,6 +55,13 @@ def test_cpu_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     proc.wait(timeout=60)
     log = "".join(lines)
     assert proc.returncode == 0, log[-4000:]
+
+    # the teacher slipped and recovered; those turns are context, not targets
+    demos = [json.loads(x) for x in (work / "data/sft/train.jsonl").read_text().splitlines()]
+    assert any(d["untrained"] for d in demos)
+    for d in demos:
+        for i in d["untrained"]:
+            assert json.loads(d["messages"][i + 1]["content"])["error"]["code"] == "not_found"
 
     # SFT: the loss falls
     sft = json.loads((work / "ckpt/sft/coworkenv-sft.json").read_text())

@@ -1,0 +1,83 @@
+"""The recovery probe of the PocketWorker recipe (``examples/pocketworker/recovery_probe.py``):
+its contexts end where a slipped call was told ``not_found``, its outcomes are read from the
+first ``<tool_call>``, and it runs end to end on a checkpoint (a tiny random model here,
+saved with a tokenizer trained in memory: the plumbing, not a result)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from coworkenv.runtime import RunConfig
+from coworkenv.runtime.run import run
+
+from .test_sft_loss_mask import small_tokenizer
+
+ROOT = Path(__file__).resolve().parents[2]
+spec = importlib.util.spec_from_file_location(
+    "recovery_probe", ROOT / "examples/pocketworker/recovery_probe.py")
+assert spec and spec.loader
+probe = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(probe)
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("probe") / "probe.db"
+    run(RunConfig(tasks=[ROOT / "examples/tasks"], agent="oracle", db=d, slips=1.0,
+                  tools=["reference", "directory_search"]))
+    return d
+
+
+def test_each_context_ends_at_the_not_found_of_a_slip(db: Path) -> None:
+    contexts = probe.probes(db)
+    assert len(contexts) >= 15  # (20 tasks; a few name no one)
+    for p in contexts:
+        last, call = p["messages"][-1], p["messages"][-2]
+        assert last["role"] == "tool" and json.loads(last["content"])["error"]["code"] == \
+            "not_found"
+        fn = call["tool_calls"][0]["function"]
+        assert [fn["name"], json.loads(fn["arguments"])] == p["failed"]
+        assert "directory_search" in {t["function"]["name"] for t in p["tools"]}
+        assert not any(m.get("tool_calls", [{}])[0].get("function", {}).get("name") ==
+                       "directory_search" for m in p["messages"] if m["role"] == "assistant")
+
+
+def test_outcomes() -> None:
+    failed = ["chat_send_dm", {"to": "Leo", "text": "hi"}]
+
+    def call(name: str, args: dict) -> str:  # type: ignore[type-arg]
+        return f'<tool_call>\n{json.dumps({"name": name, "arguments": args})}\n</tool_call>'
+    assert probe.outcome(call("directory_search", {"query": "Leo"}), failed) == "lookup"
+    assert probe.outcome(call("chat_send_dm", {"to": "Leo", "text": "hi"}), failed) == "repeat"
+    assert probe.outcome(call("chat_send_dm", {"to": "leo", "text": "hi"}), failed) == \
+        "same_tool_other_args"
+    assert probe.outcome(call("email_send", {}), failed) == "other_tool"
+    assert probe.outcome("I could not find Leo.", failed) == "no_call"
+    assert probe.outcome("<tool_call>{not json}</tool_call>", failed) == "no_call"
+
+
+def test_it_runs_on_a_checkpoint(db: Path, tmp_path: Path,
+                                 capsys: pytest.CaptureFixture[str]) -> None:
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    contexts = probe.probes(db)
+    tok = small_tokenizer([json.dumps(p["messages"]) for p in contexts])
+    model = LlamaForCausalLM(LlamaConfig(
+        vocab_size=len(tok), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+        num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=16384,
+        eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id))
+    model.save_pretrained(tmp_path / "tiny")
+    tok.save_pretrained(tmp_path / "tiny")
+    report = probe.main(["--db", str(db), "--model", f"a={tmp_path / 'tiny'}",
+                         "--model", f"b={tmp_path / 'tiny'}", "--max-new-tokens", "8"])
+    assert json.loads(capsys.readouterr().out) == json.loads(json.dumps(report))
+    assert report["probes"] == len(contexts)
+    for m in report["models"].values():
+        assert sum(m[o]["share"] for o in probe.OUTCOMES) == pytest.approx(1.0, abs=0.01)
+    assert report["models"]["b"]["lookup_minus_first"]["delta"] == 0.0  # the same weights
+    with pytest.raises(SystemExit, match="expected NAME=PATH"):
+        probe.main(["--db", str(db), "--model", str(tmp_path / "tiny")])
