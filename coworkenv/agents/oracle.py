@@ -110,7 +110,9 @@ class OracleAgent(Actor):
             error = envelope.payload.get("error") or {}
             if error.get("code") in TRANSIENT and self.retries < self.max_retries:
                 self.retries += 1
-                self._call(ctx, *self.current)  # the same call again
+                call_id = self._call(ctx, *self.current)  # the same call again
+                if self.recovering is not None and self.recovering["phase"] == "slip":
+                    ctx.record("agent.slip", {"call_id": call_id})  # (still the mistake)
                 return
             self.retries = 0
             slip = self.recovering

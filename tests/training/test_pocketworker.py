@@ -61,7 +61,8 @@ def test_cpu_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert any(d["untrained"] for d in demos)
     for d in demos:
         for i in d["untrained"]:
-            assert json.loads(d["messages"][i + 1]["content"])["error"]["code"] == "not_found"
+            assert json.loads(d["messages"][i + 1]["content"])["error"]["code"] in (
+                "not_found", "rate_limited", "server_error", "unavailable")  # (a fault: again)
 
     # SFT: the loss falls
     sft = json.loads((work / "ckpt/sft/coworkenv-sft.json").read_text())
