@@ -110,9 +110,7 @@ class OracleAgent(Actor):
             error = envelope.payload.get("error") or {}
             if error.get("code") in TRANSIENT and self.retries < self.max_retries:
                 self.retries += 1
-                call_id = self._call(ctx, *self.current)  # the same call again
-                if self.recovering is not None and self.recovering["phase"] == "slip":
-                    ctx.record("agent.slip", {"call_id": call_id})  # (still the mistake)
+                self._call(ctx, *self.current)  # the same call again
                 return
             self.retries = 0
             slip = self.recovering
@@ -132,11 +130,14 @@ class OracleAgent(Actor):
         self.waiting = None
         self._advance(ctx)
 
-    def _call(self, ctx: ActorContext, tool: str, args: Any) -> str:
+    def _call(self, ctx: ActorContext, tool: str, args: Any) -> None:
+        """Call a tool and wait for its result; a call made while a slip has not yet been
+        told ``not_found`` (the first, or its retry after a fault) is marked as the slip."""
         self.current = (tool, args)
         call_id = ctx.call_tool(tool, args)
         self.waiting = {"call_id": call_id}
-        return call_id
+        if self.recovering is not None and self.recovering["phase"] == "slip":
+            ctx.record("agent.slip", {"call_id": call_id})
 
     def _slip(self, tool: str, args: Any, ctx: ActorContext) -> dict[str, Any] | None:
         """The wrong arguments of a slip at this step, or None (see :attr:`slips`)."""
@@ -185,10 +186,7 @@ class OracleAgent(Actor):
             if isinstance(step, ToolStep):
                 args = resolve_refs(step.args, self.results)
                 self.resolved[self.pc - 1] = args
-                wrong = self._slip(step.tool, args, ctx)
-                call_id = self._call(ctx, step.tool, wrong or args)
-                if wrong is not None:
-                    ctx.record("agent.slip", {"call_id": call_id})
+                self._call(ctx, step.tool, self._slip(step.tool, args, ctx) or args)
                 return
             if isinstance(step, MessageStep):
                 text = str(resolve_refs(step.text, self.results))
