@@ -39,7 +39,8 @@ SMALLER = [  # (pattern, arguments appended: a later value of an option wins)
     (r"^coworkenv run .*--ray", ["--hosts", "1"]),  # (Ray on this machine: see concrete())
     (r"^coworkenv synth .*--n 1000", ["--n", "20"]),
     (r"^coworkenv synth .*--n 50", ["--n", "5"]),
-    (r"^coworkenv train sft", ["--steps", "1", "--max-length", "768"]),
+    (r"^coworkenv train sft", ["--steps", "1", "--max-length", "768",
+                                   "--measure-rows", "2"]),
     (r"^coworkenv train grpo", ["--steps", "1", "--max-completion-length", "48",
                                 "--max-tool-calls", "1"]),
     (r"^coworkenv run .*openai:pocketworker", ["--only", "share-onboarding", "--max-turns", "2",

@@ -120,6 +120,9 @@ def train_sft_cmd(
     lora: Annotated[bool, typer.Option(help="Train LoRA adapters (peft)")] = False,
     gpu: Annotated[bool, typer.Option(help="Train on the accelerator (bf16, gradient "
                                       "checkpointing); default CPU")] = False,
+    measure_rows: Annotated[int, typer.Option(min=0, help="Rows of the training set and of "
+                                              "eval.jsonl whose loss is measured before and "
+                                              "after training (0: none)")] = 16,
 ) -> None:
     """Supervised fine-tuning on teacher demonstrations with TRL (assistant-only loss)."""
     _train_imports("train sft")
@@ -136,12 +139,16 @@ def train_sft_cmd(
     try:
         res = train_sft(model, data, out, SFTOptions(steps, learning_rate, batch_size,
                                                      max_length, lora, cpu=not gpu,
-                                                     truncation=truncation))
+                                                     truncation=truncation,
+                                                     measure_rows=measure_rows))
     except (HeldOutError, IncompleteOutputError, NothingToTrainError) as exc:
         raise fail(str(exc)) from None
     losses = res["losses"]
     console.print(f"trained {len(losses)} steps: loss {losses[0]:.4f} -> {losses[-1]:.4f}; "
                   f"checkpoint {res['checkpoint']}", highlight=False)
+    for name, before in res["loss_before"].items():
+        console.print(f"loss on {res['measured_rows'][name]} {name} row(s): {before:.4f} -> "
+                      f"{res['loss_after'][name]:.4f}", highlight=False)
 
 
 def _train_imports(what: str) -> None:

@@ -30,6 +30,10 @@ class SFTOptions:
     truncation: str = "keep_start"
     """What an example longer than ``max_length`` keeps: ``keep_start`` (the task and the
     first turns) or ``keep_end`` (the last turns; the system prompt and task are cut)."""
+    measure_rows: int = 16
+    """Rows of the training set (its first ones) and of ``eval.jsonl`` whose loss is measured
+    before and after training (0: not measured). Per-step losses are of different rows, so
+    with small batches they do not show whether the model learned; these do."""
 
 
 def prepare_model(model: str, cache: Path | None = None) -> str:
@@ -125,6 +129,7 @@ def train_sft(model: str, data: Path, out: Path, options: SFTOptions | None = No
 
     o = options or SFTOptions()
     demonstrations = _rows(data / "train.jsonl")  # (held-out tasks refused before any load)
+    held = _rows(data / "eval.jsonl") if (data / "eval.jsonl").exists() else []
     path = prepare_model(model)
     tok = AutoTokenizer.from_pretrained(path)
     tok.chat_template = qwen3_instruct_2507_chat_template
@@ -134,6 +139,10 @@ def train_sft(model: str, data: Path, out: Path, options: SFTOptions | None = No
     template = get_training_chat_template(tok) or tok.chat_template
     ds = datasets.Dataset.from_list(tokenize(demonstrations, tok, template,
                                              data / "train.jsonl"))
+    measured = {"train": ds.select(range(min(o.measure_rows, len(ds))))}
+    if held[:o.measure_rows]:
+        measured["eval"] = datasets.Dataset.from_list(
+            tokenize(held[:o.measure_rows], tok, template, data / "eval.jsonl"))
     cfg = SFTConfig(output_dir=str(out), max_steps=o.steps, learning_rate=o.learning_rate,
                     per_device_train_batch_size=o.batch_size, max_length=o.max_length,
                     truncation_mode=o.truncation, logging_steps=1, save_strategy="no",
@@ -147,7 +156,10 @@ def train_sft(model: str, data: Path, out: Path, options: SFTOptions | None = No
         peft_config = LoraConfig(r=16, lora_alpha=32, target_modules="all-linear",
                                  task_type="CAUSAL_LM")
     trainer = SFTTrainer(model=lm, args=cfg, train_dataset=ds, processing_class=tok,
-                         peft_config=peft_config)
+                         peft_config=peft_config,
+                         # (prepared as the training rows are: truncated, rows without an
+                         # answer token dropped; evaluated only when measured below)
+                         eval_dataset=measured if o.measure_rows else None)
     kept = trainer.train_dataset
     if kept is not None and hasattr(kept, "__len__") and len(kept) == 0:
         raise NothingToTrainError(
@@ -155,11 +167,26 @@ def train_sft(model: str, data: Path, out: Path, options: SFTOptions | None = No
             f"an assistant turn within max_length {o.max_length} tokens (TRL dropped every "
             "row); raise max_length, train on their last turns (truncation keep_end), or "
             "record shorter demonstrations (fewer tools offered: `run --tools reference`)")
+    before = _measure(trainer) if o.measure_rows else {}
     trainer.train()
+    after = _measure(trainer) if o.measure_rows else {}
     trainer.save_model(str(out))
     tok.save_pretrained(str(out))
     losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+    res = {"losses": losses, "loss_before": before, "loss_after": after,
+           "measured_rows": {k: len(v) for k, v in (trainer.eval_dataset or {}).items()}}
     (out / "coworkenv-sft.json").write_text(json.dumps({"model": model, "data": str(data),
-                                                        "options": o.__dict__,
-                                                        "losses": losses}, indent=2))
-    return {"losses": losses, "checkpoint": str(out)}
+                                                        "options": o.__dict__, **res},
+                                                       indent=2))
+    return {**res, "checkpoint": str(out)}
+
+
+def _measure(trainer: Any) -> dict[str, float]:
+    """Mean token loss of the model on each measured set (train rows, held-out rows), with
+    the trainer's own collator and loss (assistant tokens, slips left out)."""
+    out = {}
+    for name, rows in (trainer.eval_dataset or {}).items():
+        if len(rows):
+            out[name] = float(trainer.evaluate(eval_dataset=rows, metric_key_prefix=name)
+                              [f"{name}_loss"])
+    return out

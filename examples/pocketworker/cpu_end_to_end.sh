@@ -24,6 +24,7 @@ SFT_BATCH=${SFT_BATCH:-2}
 SFT_MAX_LENGTH=${SFT_MAX_LENGTH:-1024}
 SFT_LR=${SFT_LR:-1e-4}
 SFT_TRUNCATION=${SFT_TRUNCATION:-keep_start}         # or keep_end: the last turns of a longer demonstration
+SFT_MEASURE_ROWS=${SFT_MEASURE_ROWS:-16}             # train and held-out rows whose loss is measured before and after
 GRPO_STEPS=${GRPO_STEPS:-2}                          # 0 skips GRPO
 GRPO_COMPLETION=${GRPO_COMPLETION:-192}              # tokens of a whole rollout (turns + tool results)
 GRPO_BATCH=${GRPO_BATCH:-2}                          # rollouts per step
@@ -66,7 +67,8 @@ fi
 
 step "3. train sft: $SFT_STEPS steps"
 $CW train sft --model "$MODEL" --data "$WORK/data/sft" --out "$WORK/ckpt/sft" --steps "$SFT_STEPS" \
-  --batch-size "$SFT_BATCH" --max-length "$SFT_MAX_LENGTH" --truncation "$SFT_TRUNCATION" --learning-rate "$SFT_LR"
+  --batch-size "$SFT_BATCH" --max-length "$SFT_MAX_LENGTH" --truncation "$SFT_TRUNCATION" --learning-rate "$SFT_LR" \
+  --measure-rows "$SFT_MEASURE_ROWS"
 
 models=("base=$MODEL" "sft=$WORK/ckpt/sft")
 if [ "$GRPO_STEPS" -gt 0 ]; then
