@@ -348,7 +348,9 @@ class EpisodeKernel:
             return
         if d.to not in self.actors:
             return
-        env = Envelope(  # the id is unguessable: a forged envelope cannot take its place
+        # (built from the kernel's own values, so not validated again: model_construct; the
+        # id is unguessable, so a forged envelope cannot take its place)
+        env = Envelope.model_construct(
             id=f"{self.spec.episode_id}#{seq}.{_token()}", run=self.spec.run_id,
             episode=self.spec.episode_id,
             topic=self.bus.topic(self.spec.run_id, self.spec.episode_id, d.to),

@@ -23,6 +23,10 @@ def _get(ctx: ToolContext, email_id: str, fieldname: str = "email_id") -> Email:
     return m
 
 
+def _unread(m: Email, me: str) -> bool:
+    return me not in m.read_by and me != m.sender
+
+
 def _summary(m: Email, me: str) -> dict[str, Any]:
     return {
         "id": m.id,
@@ -31,7 +35,7 @@ def _summary(m: Email, me: str) -> dict[str, Any]:
         "cc": m.cc,
         "subject": m.subject,
         "sent_at": m.sent_at,
-        "unread": me not in m.read_by and me != m.sender,
+        "unread": _unread(m, me),
         "labels": m.labels.get(me, []),
         "attachments": m.attachments,
     }
@@ -150,22 +154,21 @@ class EmailListArgs(ToolArgs):
 def email_list(ctx: ToolContext, a: EmailListArgs) -> dict[str, Any]:
     """List emails in your mailbox, newest first."""
     me = ctx.actor
-    rows = []
+    found = []
     for m in ctx.state.emails.values():
         if not _visible(ctx, m):
             continue
-        if a.folder == "inbox" and me not in m.to + m.cc:
+        if a.folder == "inbox" and me not in m.to and me not in m.cc:
             continue
         if a.folder == "sent" and m.sender != me:
             continue
         if a.label and a.label not in m.labels.get(me, []):
             continue
-        s = _summary(m, me)
-        if a.unread_only and not s["unread"]:
+        if a.unread_only and not _unread(m, me):
             continue
-        rows.append(s)
-    rows.sort(key=lambda r: (r["sent_at"], r["id"]), reverse=True)
-    return {"emails": rows[: a.limit]}
+        found.append(m)
+    found.sort(key=lambda m: (m.sent_at, m.id), reverse=True)
+    return {"emails": [_summary(m, me) for m in found[: a.limit]]}  # (only those returned)
 
 
 class QueryArgs(ToolArgs):
