@@ -129,7 +129,7 @@ def train_sft(model: str, data: Path, out: Path, options: SFTOptions | None = No
 
     o = options or SFTOptions()
     demonstrations = _rows(data / "train.jsonl")  # (held-out tasks refused before any load)
-    held = _rows(data / "eval.jsonl") if (data / "eval.jsonl").exists() else []
+    held = _rows(data / "eval.jsonl") if o.measure_rows and (data / "eval.jsonl").exists() else []
     path = prepare_model(model)
     tok = AutoTokenizer.from_pretrained(path)
     tok.chat_template = qwen3_instruct_2507_chat_template
@@ -139,8 +139,8 @@ def train_sft(model: str, data: Path, out: Path, options: SFTOptions | None = No
     template = get_training_chat_template(tok) or tok.chat_template
     ds = datasets.Dataset.from_list(tokenize(demonstrations, tok, template,
                                              data / "train.jsonl"))
-    measured = {"train": ds.select(range(min(o.measure_rows, len(ds))))}
-    if held[:o.measure_rows]:
+    measured = {"train": ds.select(range(min(o.measure_rows, len(ds))))} if o.measure_rows else {}
+    if measured and held:
         measured["eval"] = datasets.Dataset.from_list(
             tokenize(held[:o.measure_rows], tok, template, data / "eval.jsonl"))
     cfg = SFTConfig(output_dir=str(out), max_steps=o.steps, learning_rate=o.learning_rate,
@@ -159,7 +159,7 @@ def train_sft(model: str, data: Path, out: Path, options: SFTOptions | None = No
                          peft_config=peft_config,
                          # (prepared as the training rows are: truncated, rows without an
                          # answer token dropped; evaluated only when measured below)
-                         eval_dataset=measured if o.measure_rows else None)
+                         eval_dataset=measured or None)
     kept = trainer.train_dataset
     if kept is not None and hasattr(kept, "__len__") and len(kept) == 0:
         raise NothingToTrainError(
@@ -167,9 +167,9 @@ def train_sft(model: str, data: Path, out: Path, options: SFTOptions | None = No
             f"an assistant turn within max_length {o.max_length} tokens (TRL dropped every "
             "row); raise max_length, train on their last turns (truncation keep_end), or "
             "record shorter demonstrations (fewer tools offered: `run --tools reference`)")
-    before = _measure(trainer) if o.measure_rows else {}
+    before = _measure(trainer)
     trainer.train()
-    after = _measure(trainer) if o.measure_rows else {}
+    after = _measure(trainer)
     trainer.save_model(str(out))
     tok.save_pretrained(str(out))
     losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
