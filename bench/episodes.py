@@ -102,14 +102,68 @@ def steady_state(db: Path) -> tuple[float, int] | None:
     """The stretch of a run in which every episode was running (from the last start to the
     first finish), and the agent decisions recorded in it, read from the store; None when
     there is no such stretch (the last episode started after the first finished)."""
+    window = _steady_window(db)
+    if window is None:
+        return None
+    return window[1] - window[0], _decisions_between(db, *window)
+
+
+def _steady_window(db: Path) -> tuple[float, float] | None:
+    """(last start, first finish), wall-clock seconds; None when the first comes later."""
     with sqlite3.connect(db) as c:
         lo, hi = c.execute("SELECT max(started_at), min(finished_at) FROM episodes").fetchone()
-        if hi <= lo:
-            return None
+    return (lo, hi) if hi > lo else None
+
+
+def _decisions_between(db: Path, lo: float, hi: float) -> int:
+    with sqlite3.connect(db) as c:
         (k,) = c.execute("SELECT count(*) FROM events WHERE actor = 'agent' AND kind IN "
                          "('tool_call', 'finish') AND wall_time BETWEEN ? AND ?",
                          (lo, hi)).fetchone()
-    return hi - lo, int(k)
+    return int(k)
+
+
+class CpuSampler:
+    """The process's CPU time (all threads) and its event loop thread's, sampled every
+    ``every`` seconds with the wall clock, so the CPU of a stretch known only afterwards (the
+    steady window, from the store) can be read: a run's start (store, plan) and end (the last
+    gradings, the summary) cost the same at every N and would otherwise weigh on small N."""
+
+    def __init__(self, every: float = 0.05) -> None:
+        import threading
+
+        self.every = every
+        self.samples: list[tuple[float, float, float]] = []
+        self._loop_clock = time.pthread_getcpuclockid(threading.main_thread().ident or 0)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _sample(self) -> None:
+        self.samples.append((time.time(), time.process_time(),
+                             time.clock_gettime(self._loop_clock)))
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every):
+            self._sample()
+
+    def __enter__(self) -> CpuSampler:
+        self._sample()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+
+    def between(self, lo: float, hi: float) -> tuple[float, float, float, float] | None:
+        """(start, end, process CPU, loop thread CPU) from the first sample at or after ``lo``
+        to the last at or before ``hi``; None when no two samples fall inside."""
+        inside = [s for s in self.samples if lo <= s[0] <= hi]
+        if len(inside) < 2:
+            return None
+        a, b = inside[0], inside[-1]
+        return a[0], b[0], b[1] - a[1], b[2] - a[2]
 
 
 def concurrent(n: int, steps: int, think: float, d: Path, processes: int = 1,
@@ -138,27 +192,36 @@ def concurrent(n: int, steps: int, think: float, d: Path, processes: int = 1,
 
 def scale_one(n: int, steps: int, load: float, d: Path) -> dict[str, Any]:
     """``n`` live episodes at a fixed offered load: each decision thinks ``n / load`` seconds,
-    so the ideal is ``load`` steps/s whatever ``n`` is. Efficiency in the steady stretch, CPU
-    per agent step over the whole run (this process, all threads), and memory per live
-    episode (peak resident size above what the process held before the run, over ``n``)."""
+    so the ideal is ``load`` steps/s whatever ``n`` is. Efficiency and CPU per agent step in
+    the steady stretch (all ``n`` episodes running; this process, all threads, and the event
+    loop's thread alone), the same over the whole run, and memory per live episode (peak
+    resident size above what the process held before the run, over ``n``)."""
     import resource
 
     task = _long(steps)
     think = n / load
     _run([task], _load(task, 5, 0.0), 4, 4, d / "warm.db")  # imports and first-use caches
     base_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    cpu0 = time.process_time()
     db = d / f"scale{n}.db"
-    wall, results = _run([task], _load(task, steps, think), n, n, db)
-    cpu = time.process_time() - cpu0
+    with CpuSampler() as cpu:
+        wall, results = _run([task], _load(task, steps, think), n, n, db)
     peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     decisions = sum(r.turns for r in results)
-    steady = steady_state(db)
+    window = _steady_window(db)
+    steady = cpu.between(*window) if window else None
+    k = _decisions_between(db, *window) if window else 0
+    # (the decisions between the two samples that bound the CPU measured)
+    k_cpu = _decisions_between(db, steady[0], steady[1]) if steady else 0
+    first, last = cpu.samples[0], cpu.samples[-1]
     return {"live_episodes": n, "think_s": think, "ideal_steps_per_s": load,
-            "efficiency": steady[1] / steady[0] / load if steady else None,
-            "steady_window_s": steady[0] if steady else None,
+            "efficiency": k / (window[1] - window[0]) / load if window else None,
+            "steady_window_s": window[1] - window[0] if window else None,
+            # CPU in the steady stretch (between the samples inside it, and the decisions
+            # recorded between those samples): what a step costs with n episodes live
+            "cpu_per_agent_step_us": steady[2] / k_cpu * 1e6 if steady and k_cpu else None,
+            "loop_cpu_per_agent_step_us": steady[3] / k_cpu * 1e6 if steady and k_cpu else None,
             "whole_run_efficiency": decisions / wall / load,
-            "cpu_per_agent_step_us": cpu / decisions * 1e6,
+            "whole_run_cpu_per_agent_step_us": (last[1] - first[1]) / decisions * 1e6,
             "rss_per_live_episode_kib": (peak_kib - base_kib) / n, "wall_s": wall}
 
 
