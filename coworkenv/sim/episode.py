@@ -225,6 +225,15 @@ class EpisodeKernel:
             async with self.bus.subscribe(topic, max_buffer=64) as self._inbox:
                 await self._loop()
 
+    def release(self) -> None:
+        """Let go of the actors and their contexts once the episode is over and its result
+        taken: they refer back to the kernel, and such a cycle is freed only by a full garbage
+        collection, which a long run makes rarely (see ``RunOptions.tune_gc``): thousands of
+        finished episodes would wait for it in memory."""
+        self._contexts.clear()
+        self.actors.clear()
+        self.tools.record = None  # (the kernel's bound method)
+
     # the Kernel protocol for contexts ---------------------------------------------------
     @property
     def workspace(self) -> WorkspaceState:

@@ -233,7 +233,9 @@ async def run_jobs(jobs: Sequence[Job], *, agent: Callable[[Task], Actor], cast:
                 clock=make_clock(options.clock),
                 faults=FaultInjector.for_episode(plan, seed) if plan else None,
                 weights=options.weights)
-            return await kernel.run()
+            result = await kernel.run()
+            kernel.release()
+            return result
         except Exception as exc:  # setup failed: record it on this episode alone
             return await _setup_failure(store, spec, exc)
 
