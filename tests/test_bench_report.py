@@ -76,7 +76,7 @@ def test_the_readme_is_rewritten_between_its_markers_only(tmp_path: Path) -> Non
 
 def test_the_scaling_table_comes_from_one_scale_run(tmp_path: Path) -> None:
     r = subprocess.run([sys.executable, str(ROOT / "bench/episodes.py"), "--scale", "2,100",
-                        "--steps", "5", "--load", "2000"], capture_output=True, text=True,
+                        "--steps", "20", "--load", "2000"], capture_output=True, text=True,
                        timeout=300, stdin=subprocess.DEVNULL)
     assert r.returncode == 0, r.stderr[-3000:]
     scale = json.loads(r.stdout)
@@ -93,8 +93,11 @@ def test_the_scaling_table_comes_from_one_scale_run(tmp_path: Path) -> None:
     row = next(line for line in text.splitlines() if line.startswith("| 100 |"))
     cells = [c.strip() for c in row.strip("|").split("|")]
     hundred = scale["scale"][1]
+    assert hundred["cpu_per_agent_step_us"] is not None  # (a steady stretch of about 1 s)
     assert cells[4] == f"{hundred['cpu_per_agent_step_us']:,.0f}"
-    assert cells[5] == f"{hundred['rss_per_live_episode_kib']:,.0f}"
+    assert cells[5] == f"{hundred['loop_cpu_per_agent_step_us']:,.0f}"
+    assert cells[6] == f"{hundred['whole_run_cpu_per_agent_step_us']:,.0f}"
+    assert cells[7] == f"{hundred['rss_per_live_episode_kib']:,.0f}"
     assert "times its value at 100" in text and "(target 100)" in text
     # the README's own section is there to be rewritten
     assert (ROOT / "README.md").read_text().count("<!-- scale:begin -->") == 1
