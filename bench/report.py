@@ -216,16 +216,21 @@ def render_scale(report: dict[str, Any]) -> str:
                      f"{_n(r.get('whole_run_cpu_per_agent_step_us'))} | "
                      f"{_n(r.get('rss_per_live_episode_kib'))} |")
     by_n = {r["live_episodes"]: r for r in rows}
-    big = [r for r in rows if r["live_episodes"] >= 100 and r.get("cpu_per_agent_step_us")]
+    big = [r for r in rows if r["live_episodes"] >= 100]
     notes = []
-    if 100 in by_n and by_n[100].get("cpu_per_agent_step_us") and big:
+    if 100 in by_n and big:
         top = max(big, key=lambda r: r["live_episodes"])
-        ratio = top["cpu_per_agent_step_us"] / by_n[100]["cpu_per_agent_step_us"]
-        worst = max(r["cpu_per_agent_step_us"] for r in big) / by_n[100]["cpu_per_agent_step_us"]
+        base = by_n[100].get("cpu_per_agent_step_us")
+        cpus = [r.get("cpu_per_agent_step_us") for r in big]
+        if base and all(cpus):  # (None: no two CPU samples fell inside a row's steady stretch)
+            cpu = (f"{top['cpu_per_agent_step_us'] / base:.2f} times its value at 100 (target "
+                   f"at most 1.2; the largest ratio of any row from 100 up: "
+                   f"{max(cpus) / base:.2f}). ")
+        else:
+            cpu = "not measured in every row from 100 up (no steady stretch to sample). "
         effs = [r["efficiency"] for r in big if r.get("efficiency") is not None]
         notes.append(f"CPU per agent step (steady) at {_n(top['live_episodes'])} live episodes: "
-                     f"{ratio:.2f} times its value at 100 (target at most 1.2; the largest "
-                     f"ratio of any row from 100 up: {worst:.2f}). Efficiency from 100 up: "
+                     + cpu + "Efficiency from 100 up: "
                      + (f"{min(effs):.2f} at least (target 0.9). " if effs else "n/a. ")
                      + "Memory per live episode from 100 up: at most "
                      f"{max(r['rss_per_live_episode_kib'] for r in big):,.0f} KiB "
