@@ -288,6 +288,22 @@ def test_tuned_gc_is_restored_after_a_run(tmp_path: Path) -> None:
     assert gc.get_freeze_count() == 0
 
 
+def test_a_finished_episode_is_freed_without_the_garbage_collector(tmp_path: Path) -> None:
+    """Under tune_gc a full collection is rare: an episode kept alive by a reference cycle
+    would stay in memory long after it finished."""
+    gc.collect()
+    gc.disable()
+    try:
+        results = run_sync(builtin_tasks()[:3], tmp_path / "free.db")
+        mine = {r.episode_id for r in results}  # (not another test's kernels)
+        alive = [o for o in gc.get_objects()
+                 if isinstance(o, EpisodeKernel) and o.spec.episode_id in mine]
+    finally:
+        gc.enable()
+    assert len(results) == 3 and all(r.status == "completed" for r in results)
+    assert alive == []
+
+
 def _children(pid: int) -> list[int]:
     path = Path(f"/proc/{pid}/task/{pid}/children")
     return [int(x) for x in path.read_text().split()] if path.exists() else []
