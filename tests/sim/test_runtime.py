@@ -297,7 +297,7 @@ def test_a_finished_episode_is_freed_without_the_garbage_collector(tmp_path: Pat
         results = run_sync(builtin_tasks()[:3], tmp_path / "free.db")
         mine = {r.episode_id for r in results}  # (not another test's kernels)
         alive = [o for o in gc.get_objects()
-                 if isinstance(o, EpisodeKernel) and o.spec.episode_id in mine]
+                 if type(o) is EpisodeKernel and o.spec.episode_id in mine]
     finally:
         gc.enable()
     assert len(results) == 3 and all(r.status == "completed" for r in results)
