@@ -1,9 +1,10 @@
 """Store benchmark: async single-writer append rate vs raw executemany, and replay rate.
 
 Prints one JSON object. All numbers are measured in this one run, side by side:
-- raw_executemany_rows_per_s: plain sqlite3 executemany in one transaction on the same schema
-  (the physical limit of this machine), from the same event records (serialising each one's
-  payload is part of writing it);
+- raw_executemany_rows_per_s: plain sqlite3 executemany in one transaction on the same schema,
+  from the same event records (serialising each one's payload is part of writing it), in the
+  calling thread with nothing else to do (the store's writer inserts statements of many rows
+  each, in its own thread while the event loop goes on: it can pass this baseline);
 - async_append_*: events/s through EventStore (bounded queue, one writer, batched commits),
   from the same records, until everything is committed;
 - replay_events_per_s: events read back from the file and folded into a workspace.

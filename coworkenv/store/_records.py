@@ -76,12 +76,6 @@ def events_hash(events: Iterable[EventRecord]) -> str:
 
 INSERT_EVENT = ("INSERT INTO events (episode_id, seq, sim_time, wall_time, actor, kind, payload) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?)")
-# The same insert for a whole batch in one statement: the rows travel as one JSON array, so
-# SQLite parses and inserts them without taking Python's GIL once per row.
-INSERT_EVENTS_JSON = (
-    "INSERT INTO events (episode_id, seq, sim_time, wall_time, actor, kind, payload) "
-    "SELECT value->>0, value->>1, value->>2, value->>3, value->>4, value->>5, value->>6 "
-    "FROM json_each(?)")
 
 
 @dataclass(slots=True, frozen=True)

@@ -325,3 +325,39 @@ def test_another_kind_of_file_is_refused_with_its_path(tmp_path: Path) -> None:
     with pytest.raises(SchemaError, match=rf"^{re.escape(str(notes))}: not an SQLite database"):
         anyio.run(main)
     assert notes.read_text() == "not a database\n" * 100
+
+
+@pytest.mark.parametrize("n", [1, 2, 63, 64, 65, 200])
+def test_batched_inserts_match_executemany_row_for_row(n: int) -> None:
+    """The writer inserts a plain ``INSERT ... VALUES`` as statements of many rows: the table
+    ends as ``executemany`` leaves it, in order and with conflicts resolved row by row (a
+    later row replaces an earlier one of the same key, in the same statement too)."""
+    from coworkenv.store._writer import _executemany
+
+    sql = "INSERT OR REPLACE INTO t (k, v, f, b) VALUES (?, ?, ?, ?)"
+    rows = [(i % 50, f"v{i}\x00é", i / 3, None if i % 7 else b"\x00\x01") for i in range(n)]
+    got, want = sqlite3.connect(":memory:"), sqlite3.connect(":memory:")
+    for c in (got, want):
+        c.execute("CREATE TABLE t (k INTEGER PRIMARY KEY, v TEXT, f REAL, b BLOB)")
+    _executemany(got, sql, rows)
+    want.executemany(sql, rows)
+    table = "SELECT rowid, k, v, f, b FROM t ORDER BY rowid"
+    assert got.execute(table).fetchall() == want.execute(table).fetchall()
+    assert len(got.execute(table).fetchall()) == min(n, 50)
+
+
+def test_a_row_of_the_wrong_width_fails_in_a_batched_insert() -> None:
+    """A row with too few values fails as with ``executemany`` (in one statement of many
+    rows it would otherwise take its neighbour's values), and nothing of the batch is kept
+    in a transaction rolled back."""
+    from coworkenv.store._writer import _executemany
+
+    db = sqlite3.connect(":memory:", isolation_level=None)
+    db.execute("CREATE TABLE t (a, b)")
+    rows: list[tuple[Any, ...]] = [(i, i) for i in range(100)]
+    rows[70] = (70,)
+    db.execute("BEGIN")
+    with pytest.raises(sqlite3.ProgrammingError, match="uses 2, and there are 1 supplied"):
+        _executemany(db, "INSERT INTO t (a, b) VALUES (?, ?)", rows)
+    db.execute("ROLLBACK")
+    assert db.execute("SELECT count(*) FROM t").fetchone() == (0,)
