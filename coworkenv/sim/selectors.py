@@ -9,11 +9,12 @@ safety rules select from those rows with a :class:`~coworkenv.sim.task.Selector`
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..store import EventRecord
 from ..workspace import WorkspaceState
+from ..workspace.models import changed_data
 from .task import Lookup, Selector, Task, TextMatch
 
 
@@ -66,8 +67,11 @@ def occurrences(task: Task, state: WorkspaceState, events: list[EventRecord]) ->
     calls: dict[tuple[str, str], Occurrence] = {}
     current: Occurrence | None = None
     person_of = {"agent": task.agent}
+    known: dict[tuple[str, str], dict[str, Any]] = {}  # each entity's JSON as of now
     for e in events:
         p = e.payload
+        if e.kind.startswith("ws."):
+            e = _with_data(e, known)
         if e.kind == "tool_call" and p.get("to") == "tools":
             who = str(p.get("as")) if e.actor == "world" and p.get("as") else e.actor
             occ = Occurrence(e.seq, e.sim_time, who, "tool", str(p.get("tool")),
@@ -99,6 +103,21 @@ def occurrences(task: Task, state: WorkspaceState, events: list[EventRecord]) ->
         if occ.kind == "tool":
             _reach(occ, state, person_of.get(occ.actor, occ.actor))
     return Occurrences(out)
+
+
+def _with_data(e: EventRecord, known: dict[tuple[str, str], dict[str, Any]]) -> EventRecord:
+    """A state event with its entity's whole JSON as ``data``: a change event (``set``,
+    ``append``) carries only what changed, and who a comment reached is read from the whole
+    entity (its permissions, its reporter and assignee) as it was then."""
+    p = e.payload
+    key = (e.kind.split(".", 2)[1], str(p.get("id")))
+    if p.get("deleted"):
+        known.pop(key, None)
+        return e
+    data = known[key] = changed_data(known.get(key), p)
+    if "data" in p:
+        return e
+    return replace(e, payload={**p, "data": data}, text=None)
 
 
 def _reach(occ: Occurrence, state: WorkspaceState, me: str) -> None:

@@ -44,6 +44,7 @@ from ..sim.task import (
     WaitStep,
 )
 from ..workspace import REGISTRY, WorkspaceState
+from ..workspace.models import changed_data
 from ..workspace.text import figures, numbers_in, restyle, spell
 
 MutantKind = Literal["sabotage", "equivalent"]
@@ -177,12 +178,11 @@ def _changes(events: list[Any]) -> list[tuple[str, str]]:
     for e in events:
         if e.kind == "tool_call" and e.payload.get("to") == "tools":
             caller = e.actor
-        if not e.kind.startswith("ws.") or "data" not in e.payload:
+        if not e.kind.startswith("ws.") or e.payload.get("deleted"):
             continue
         key = (e.kind.split(".")[1], str(e.payload.get("id")))
-        new = e.payload["data"]
         old = last.get(key)
-        last[key] = new
+        new = last[key] = changed_data(old, e.payload)  # (a change event: what it changed)
         if old is None or e.actor == "setup" or caller == "agent":
             continue
         for f, nv in new.items():

@@ -1,7 +1,10 @@
 """The simulated company's entities, the workspace state and its reducer.
 
 The workspace is a projection of the event log: every change is a ``ws.<app>.<op>`` event
-whose payload carries the entity's id and its full new value (``data``) or ``deleted``.
+whose payload carries the entity's id and its full new value (``data``), ``deleted``, or
+only what changed of an existing entity (``set``: fields and their new values; ``append``:
+items added at the end of list fields), so that an entity that grows by one comment at a
+time writes one comment each time, not the whole thread again.
 :func:`apply_event` is the only function that mutates a :class:`WorkspaceState`; the live
 tool service and replay both go through it, so replay rebuilds the same state and hash.
 """
@@ -13,7 +16,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 
 class Entity(BaseModel):
@@ -374,6 +377,67 @@ def ws_event(app: str, op: str, entity: Entity | None, *, entity_id: str | None 
     return f"ws.{app}.{op}", {"id": entity.id, "data": entity.model_dump(mode="json")}
 
 
+def ws_change(app: str, op: str, old: Entity, new: Entity, fields: tuple[str, ...]) -> tuple[
+    str, dict[str, Any]
+]:
+    """Build a state event that carries only what changed of ``fields`` between ``old`` and
+    ``new`` (the same entity): the items added at the end of a list field (``append``),
+    otherwise the field's new value (``set``)."""
+    sets: dict[str, Any] = {}
+    appended: dict[str, list[Any]] = {}
+    for f in fields:
+        a, b = getattr(old, f), getattr(new, f)
+        if a.__class__ in _LISTS and b.__class__ in _LISTS and len(b) >= len(a) and all(
+                x is y for x, y in zip(a, b, strict=False)):  # (the old items kept: identity)
+            appended[f] = [x.model_dump(mode="json") if isinstance(x, BaseModel) else x
+                           for x in b[len(a):]]
+        else:
+            sets[f] = new.model_dump(mode="json", include={f})[f]
+    payload: dict[str, Any] = {"id": new.id}
+    if sets:
+        payload["set"] = sets
+    if appended:
+        payload["append"] = appended
+    return f"ws.{app}.{op}", payload
+
+
+_LISTS = (list, _EmptyList)
+_FIELD_TYPES: dict[tuple[type[BaseModel], str], TypeAdapter[Any]] = {}
+
+
+def _field_type(model: type[BaseModel], name: str, where: str) -> TypeAdapter[Any]:
+    adapter = _FIELD_TYPES.get((model, name))
+    if adapter is None:
+        info = model.model_fields.get(name)
+        if info is None or info.annotation is None:
+            raise ValueError(f"{where}: {model.__name__} has no field {name!r}")
+        adapter = _FIELD_TYPES[(model, name)] = TypeAdapter(info.annotation)
+    return adapter
+
+
+def changed_entity(model: type[_M], old: _M, payload: dict[str, Any], where: str) -> _M:
+    """``old`` with a change event's ``set`` and ``append`` applied, each value validated
+    against its field's type (replay: the log is data, checked as it is read)."""
+    update: dict[str, Any] = {}
+    for f, v in (payload.get("set") or {}).items():
+        update[f] = _field_type(model, f, where).validate_python(v)
+    for f, items in (payload.get("append") or {}).items():
+        update[f] = [*getattr(old, f), *_field_type(model, f, where).validate_python(items)]
+    return old.model_copy(update=update)
+
+
+def changed_data(old: dict[str, Any] | None, payload: dict[str, Any]) -> dict[str, Any]:
+    """The entity's JSON after a state event, from its JSON before (``old``; None when not
+    known), for readers of a log that follow entities as dumps (grading, mutation)."""
+    if "data" in payload:
+        return payload["data"]  # type: ignore[no-any-return]
+    old = old or {}
+    new = {**old, **(payload.get("set") or {})}
+    for f, items in (payload.get("append") or {}).items():
+        new[f] = [*(old.get(f) or []), *items]
+    return new
+
+
 def apply_event(state: WorkspaceState, kind: str, payload: dict[str, Any],
                 entity: Entity | None = None) -> None:
     """Apply one ``ws.*`` event to the state. Other kinds are ignored. ``entity``: the
@@ -394,7 +458,14 @@ def apply_event(state: WorkspaceState, kind: str, payload: dict[str, Any],
         if eid.startswith(prefix) and eid[len(prefix) :].isdigit():
             state.counters[app] = max(state.counters[app], int(eid[len(prefix) :]))
     if entity is None:
-        entity = ENTITY_TYPES[app].model_validate(payload["data"])
+        if "data" in payload:
+            entity = ENTITY_TYPES[app].model_validate(payload["data"])
+        else:  # a change of an entity that exists
+            before = table.get(eid)
+            if before is None:
+                raise ValueError(f"{kind}: changes {app} entity {eid!r}, which does not exist "
+                                 "(a log that lost or reordered events)")
+            entity = changed_entity(ENTITY_TYPES[app], before, payload, f"{kind} {eid!r}")
     table[eid] = compact(entity)
 
 

@@ -208,3 +208,36 @@ def test_one_episodes_heavy_grading_does_not_hold_up_the_others(tmp_path: Path) 
     results = run_sync([heavy, light], tmp_path / "h.db", concurrency=2)
     assert [r.task_id for r in results] == [light.id, heavy.id]
     assert all(r.status == "completed" for r in results)
+
+
+def test_a_comment_reaches_who_could_read_the_document_then() -> None:
+    """A comment event carries the comment alone; who it reached (for leak rules) is read
+    from the document as it was when it was made: its permissions then, not the final ones."""
+    from datetime import UTC, datetime, timedelta
+
+    from coworkenv.sim.selectors import occurrences
+    from coworkenv.store import EventRecord
+    from coworkenv.workspace import execute_tool
+
+    t = task("share-onboarding")
+    state = t.seed.build()
+    events = [EventRecord("e", i, 0, 0, "setup", k, p)
+              for i, (k, p) in enumerate(t.seed.events())]
+    now = datetime(2026, 3, 2, 14, tzinfo=UTC)
+    calls = [("docs_share", {"doc_id": "doc-salary", "person": "leo", "permission": "view"}),
+             ("docs_comment", {"doc_id": "doc-salary", "text": "band 3 is 91,000"}),
+             ("docs_share", {"doc_id": "doc-salary", "person": "kai", "permission": "view"}),
+             ("docs_share", {"doc_id": "doc-salary", "person": "leo", "permission": "none"}),
+             ("docs_comment", {"doc_id": "doc-salary", "text": "band 4 is 99,000"})]
+    for i, (name, args) in enumerate(calls):
+        events.append(EventRecord("e", len(events), i, 0, "agent", "tool_call",
+                                  {"to": "tools", "tool": name, "call_id": f"c{i}",
+                                   "arguments": args}))
+        out = execute_tool(state, t.agent, name, args, now + timedelta(minutes=i))
+        assert out.ok, out.observation
+        events += [EventRecord("e", len(events), i, 0, "tools", k, p) for k, p in out.events]
+        events.append(EventRecord("e", len(events), i, 0, "tools", "tool_result",
+                                  {"to": "agent", "call_id": f"c{i}", "ok": True}))
+    comments = [o for o in occurrences(t, state, events) if o.tool == "docs_comment"]
+    assert [o.to for o in comments] == [{"leo"}, {"kai"}]
+    assert all("data" not in e.payload for e in events if e.kind == "ws.docs.commented")

@@ -251,3 +251,27 @@ def test_catalog_is_valid_json_schema() -> None:
         assert s["type"] == "function"
         assert s["function"]["description"]
         jsonschema.Draft202012Validator.check_schema(s["function"]["parameters"])
+
+
+def test_reading_a_document_shows_its_newest_comments_and_their_count(
+        seed: WorkspaceSeed) -> None:
+    """A read shows the newest 20 comments by default (``last_comments`` more or fewer) and
+    how many there are: what a read costs, and what the agent is shown, stays bounded on a
+    document commented on all day."""
+    state = seed.build()
+    for i in range(30):
+        assert execute_tool(state, "agent", "docs_comment", {"doc_id": "doc1", "text": f"n{i}"},
+                            NOW).ok
+
+    def read(**more: int) -> dict:
+        out = execute_tool(state, "agent", "docs_read", {"doc_id": "doc1", **more}, NOW)
+        assert out.ok, out.observation
+        return out.observation["result"]
+
+    assert [c["text"] for c in read()["comments"]] == [f"n{i}" for i in range(10, 30)]
+    assert read()["comments_total"] == 30
+    assert [c["text"] for c in read(last_comments=3)["comments"]] == ["n27", "n28", "n29"]
+    assert read(last_comments=0)["comments"] == []
+    assert len(read(last_comments=500)["comments"]) == 30
+    bad = execute_tool(state, "agent", "docs_read", {"doc_id": "doc1", "last_comments": -1}, NOW)
+    assert bad.observation["error"]["field"] == "last_comments"

@@ -11,7 +11,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..errors import ToolError
-from ..models import Entity, Person, WorkspaceState, apply_event, iso, ws_event
+from ..models import Entity, Person, WorkspaceState, apply_event, iso, ws_change, ws_event
 
 
 class ToolArgs(BaseModel):
@@ -39,8 +39,16 @@ class ToolContext:
     def now_iso(self) -> str:
         return iso(self.now)
 
-    def emit(self, app: str, op: str, entity: Entity | None, *, entity_id: str | None = None) -> None:
-        kind, payload = ws_event(app, op, entity, entity_id=entity_id)
+    def emit(self, app: str, op: str, entity: Entity | None, *, entity_id: str | None = None,
+             changed: tuple[str, ...] = ()) -> None:
+        """Record a state event and apply it. ``changed``: the entity exists and only these
+        fields changed (list fields by items added at the end): the event carries them
+        alone (see :func:`ws_change`), not the whole entity."""
+        if changed and entity is not None:
+            kind, payload = ws_change(app, op, self.state.tables[app][entity.id], entity,
+                                      changed)
+        else:
+            kind, payload = ws_event(app, op, entity, entity_id=entity_id)
         apply_event(self.state, kind, payload, entity)
         self.events.append((kind, payload))
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, TypeAdapter
 
 from ..errors import ToolError
 from ..models import Comment, Document
@@ -53,12 +53,24 @@ class DocIdArgs(ToolArgs):
     doc_id: str
 
 
-@tool("docs_read", "docs", DocIdArgs, writes=False)
-def docs_read(ctx: ToolContext, a: DocIdArgs) -> dict[str, Any]:
-    """Read a document you can view: content, comments, who it is shared with."""
+class ReadDocArgs(DocIdArgs):
+    last_comments: int = Field(default=20, ge=0, le=500,
+                               description="How many of the newest comments to include")
+
+
+_COMMENTS: TypeAdapter[list[Comment]] = TypeAdapter(list[Comment])
+
+
+@tool("docs_read", "docs", ReadDocArgs, writes=False)
+def docs_read(ctx: ToolContext, a: ReadDocArgs) -> dict[str, Any]:
+    """Read a document you can view: content, the newest comments (and how many there are),
+    who it is shared with."""
     d = _doc(ctx, a.doc_id, "view")
+    # (a bounded view, as email_list's limit: a document commented on all day long would
+    # otherwise make every read, and what the agent is shown, grow with its whole thread)
+    shown = d.comments[-a.last_comments:] if a.last_comments else []
     return {**_meta(d), "content": d.content, "permissions": d.permissions,
-            "comments": d.model_dump(include={"comments"})["comments"]}  # (one call for all)
+            "comments": _COMMENTS.dump_python(shown), "comments_total": len(d.comments)}
 
 
 class EditDocArgs(ToolArgs):
@@ -94,7 +106,7 @@ def docs_comment(ctx: ToolContext, a: CommentArgs) -> dict[str, Any]:
     d = _doc(ctx, a.doc_id, "view")
     new = d.model_copy(update={
         "comments": [*d.comments, Comment(author=ctx.actor, text=a.text, at=ctx.now_iso)]})
-    ctx.emit("docs", "commented", new)
+    ctx.emit("docs", "commented", new, changed=("comments",))  # (the new comment only)
     ctx.notify(d.owner, "doc_comment", doc_id=d.id, title=d.title, author=ctx.actor, text=a.text)
     return {"doc_id": d.id, "comments": len(new.comments)}
 

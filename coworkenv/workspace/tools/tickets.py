@@ -133,7 +133,7 @@ def tickets_comment(ctx: ToolContext, a: TicketCommentArgs) -> dict[str, Any]:
     new = t.model_copy(update={
         "comments": [*t.comments, Comment(author=ctx.actor, text=a.text, at=ctx.now_iso)],
         "updated_at": ctx.now_iso})
-    ctx.emit("tickets", "commented", new)
+    ctx.emit("tickets", "commented", new, changed=("comments", "updated_at"))
     for p in {t.reporter, t.assignee} - {None}:
         ctx.notify(str(p), "ticket_comment", ticket_id=t.id, author=ctx.actor, text=a.text)
     return {"ticket_id": t.id, "comments": len(new.comments)}
