@@ -239,7 +239,10 @@ def render_scale(report: dict[str, Any]) -> str:
 
 
 def _check(readme: Path, begin: str, end: str) -> str:
-    body = readme.read_text()
+    try:
+        body = readme.read_text()
+    except OSError as exc:
+        sys.exit(f"{readme}: cannot read it ({exc.strerror or exc})")
     if body.count(begin) != 1 or body.count(end) != 1 or body.index(begin) > body.index(end):
         sys.exit(f"{readme}: expected one {begin} line before one {end} line")
     return body

@@ -69,6 +69,9 @@ def test_the_readme_is_rewritten_between_its_markers_only(tmp_path: Path) -> Non
     r = _render(str(path), "--readme", str(readme))
     assert r.returncode != 0 and "expected one <!-- bench:begin --> line" in r.stderr
     assert readme.read_text() == "no markers\n"
+    r = _render(str(path), "--readme", str(tmp_path / "missing.md"))
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    assert f"{tmp_path / 'missing.md'}: cannot read it (No such file or directory)" in r.stderr
     (tmp_path / "junk.json").write_text("[1]")
     r = _render(str(tmp_path / "junk.json"))
     assert r.returncode != 0 and "not a bench/all.py report" in r.stderr
