@@ -14,7 +14,7 @@ from typing import Any
 
 from ..store import EventRecord
 from ..workspace import WorkspaceState
-from ..workspace.models import changed_data
+from ..workspace.models import follow
 from .task import Lookup, Selector, Task, TextMatch
 
 
@@ -69,9 +69,9 @@ def occurrences(task: Task, state: WorkspaceState, events: list[EventRecord]) ->
     person_of = {"agent": task.agent}
     known: dict[tuple[str, str], dict[str, Any]] = {}  # each entity's JSON as of now
     for e in events:
-        p = e.payload
         if e.kind.startswith("ws."):
             e = _with_data(e, known)
+        p = e.payload
         if e.kind == "tool_call" and p.get("to") == "tools":
             who = str(p.get("as")) if e.actor == "world" and p.get("as") else e.actor
             occ = Occurrence(e.seq, e.sim_time, who, "tool", str(p.get("tool")),
@@ -109,15 +109,10 @@ def _with_data(e: EventRecord, known: dict[tuple[str, str], dict[str, Any]]) -> 
     """A state event with its entity's whole JSON as ``data``: a change event (``set``,
     ``append``) carries only what changed, and who a comment reached is read from the whole
     entity (its permissions, its reporter and assignee) as it was then."""
-    p = e.payload
-    key = (e.kind.split(".", 2)[1], str(p.get("id")))
-    if p.get("deleted"):
-        known.pop(key, None)
+    _, data = follow(known, e.kind, e.payload)
+    if data is None or "data" in e.payload:
         return e
-    data = known[key] = changed_data(known.get(key), p)
-    if "data" in p:
-        return e
-    return replace(e, payload={**p, "data": data}, text=None)
+    return replace(e, payload={**e.payload, "data": data}, text=None)
 
 
 def _reach(occ: Occurrence, state: WorkspaceState, me: str) -> None:

@@ -44,7 +44,7 @@ from ..sim.task import (
     WaitStep,
 )
 from ..workspace import REGISTRY, WorkspaceState
-from ..workspace.models import changed_data
+from ..workspace.models import follow
 from ..workspace.text import figures, numbers_in, restyle, spell
 
 MutantKind = Literal["sabotage", "equivalent"]
@@ -178,12 +178,10 @@ def _changes(events: list[Any]) -> list[tuple[str, str]]:
     for e in events:
         if e.kind == "tool_call" and e.payload.get("to") == "tools":
             caller = e.actor
-        if not e.kind.startswith("ws.") or e.payload.get("deleted"):
+        if not e.kind.startswith("ws."):
             continue
-        key = (e.kind.split(".")[1], str(e.payload.get("id")))
-        old = last.get(key)
-        new = last[key] = changed_data(old, e.payload)  # (a change event: what it changed)
-        if old is None or e.actor == "setup" or caller == "agent":
+        old, new = follow(last, e.kind, e.payload)  # (a change event: what it changed)
+        if old is None or new is None or e.actor == "setup" or caller == "agent":
             continue
         for f, nv in new.items():
             ov = old.get(f)

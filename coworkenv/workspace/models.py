@@ -438,6 +438,20 @@ def changed_data(old: dict[str, Any] | None, payload: dict[str, Any]) -> dict[st
     return new
 
 
+def follow(known: dict[tuple[str, str], dict[str, Any]], kind: str,
+           payload: dict[str, Any]) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """Follow entities as JSON through a log, one ``ws.*`` event at a time: ``known`` holds
+    each (app, id)'s JSON so far; returns the entity's JSON before and after this event
+    (after: None when it deletes the entity)."""
+    key = (kind.split(".", 2)[1], str(payload.get("id")))
+    before = known.get(key)
+    if payload.get("deleted"):
+        known.pop(key, None)
+        return before, None
+    after = known[key] = changed_data(before, payload)
+    return before, after
+
+
 def apply_event(state: WorkspaceState, kind: str, payload: dict[str, Any],
                 entity: Entity | None = None) -> None:
     """Apply one ``ws.*`` event to the state. Other kinds are ignored. ``entity``: the
