@@ -17,7 +17,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from ._records import INSERT_EVENT, EventRecord
-from ._schema import PRAGMAS, migrate
+from ._schema import PRAGMAS, WRITER_CACHE, migrate
 from .errors import SchemaError, StoreClosedError
 
 
@@ -117,7 +117,7 @@ class EventStore:
             self._keeper.close()
             self._keeper = None
         self._conn = await aiosqlite.connect(self.target, uri=self.uri, isolation_level=None)
-        for pragma in PRAGMAS:
+        for pragma in PRAGMAS if self.uri else (*PRAGMAS, WRITER_CACHE):
             await self._conn.execute(pragma)
         self._open = True
         self._tg = anyio.create_task_group()
@@ -399,10 +399,16 @@ def _executemany(db: sqlite3.Connection, sql: str, rows: list[Any]) -> None:
         stmt = head + ",".join([one] * _GROUP)
         db.executemany(stmt, [[v for row in rows[i:i + _GROUP] for v in _params(row, width)]
                               for i in range(0, full, _GROUP)])
-    if full < len(rows):
-        rest = rows[full:]
-        db.execute(head + ",".join([one] * len(rest)),
-                   [v for row in rest for v in _params(row, width)])
+    # the rest as statements of 32, 16, ..., 1 rows (its binary digits): every statement
+    # text stays cached by the connection, and there are seven of them a table, not one for
+    # each remainder from 2 to 63 (measured: 1.9 MB of prepared statements for one table)
+    size = _GROUP // 2
+    while full < len(rows):
+        if len(rows) - full >= size:
+            db.execute(head + ",".join([one] * size),
+                       [v for row in rows[full:full + size] for v in _params(row, width)])
+            full += size
+        size //= 2
 
 
 def _params(row: Any, width: int) -> Any:

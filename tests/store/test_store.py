@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -327,7 +328,7 @@ def test_another_kind_of_file_is_refused_with_its_path(tmp_path: Path) -> None:
     assert notes.read_text() == "not a database\n" * 100
 
 
-@pytest.mark.parametrize("n", [1, 2, 63, 64, 65, 200])
+@pytest.mark.parametrize("n", [1, 2, 31, 63, 64, 65, 127, 200])
 def test_batched_inserts_match_executemany_row_for_row(n: int) -> None:
     """The writer inserts a plain ``INSERT ... VALUES`` as statements of many rows: the table
     ends as ``executemany`` leaves it, in order and with conflicts resolved row by row (a
@@ -346,6 +347,38 @@ def test_batched_inserts_match_executemany_row_for_row(n: int) -> None:
     assert len(got.execute(table).fetchall()) == min(n, 50)
 
 
+class _Statements(sqlite3.Connection):
+    """A connection that keeps the text of every statement run on it."""
+
+    texts: set[str]
+
+    def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:  # type: ignore[override]
+        self.texts.add(sql)
+        return super().execute(sql, *args)
+
+    def executemany(self, sql: str, *args: Any) -> sqlite3.Cursor:  # type: ignore[override]
+        self.texts.add(sql)
+        return super().executemany(sql, *args)
+
+
+def test_batched_inserts_use_a_few_statement_texts_whatever_the_batch_size() -> None:
+    """Every statement text a connection runs stays prepared in its cache: batches of every
+    size from 1 to 200 rows use seven texts (64, 32, ..., 1 rows), not one per size (each
+    prepared statement of many rows holds tens of KiB)."""
+    from coworkenv.store._writer import _executemany
+
+    db = sqlite3.connect(":memory:", factory=_Statements)
+    assert isinstance(db, _Statements)
+    db.texts = set()
+    db.execute("CREATE TABLE t (a, b)")
+    db.texts.clear()
+    for n in range(1, 201):
+        _executemany(db, "INSERT INTO t (a, b) VALUES (?, ?)", [(n, i) for i in range(n)])
+    assert db.execute("SELECT count(*) FROM t").fetchone() == (200 * 201 // 2,)
+    db.texts.discard("SELECT count(*) FROM t")
+    assert sorted(t.count("(?, ?)") for t in db.texts) == [1, 2, 4, 8, 16, 32, 64]
+
+
 def test_a_row_of_the_wrong_width_fails_in_a_batched_insert() -> None:
     """A row with too few values fails as with ``executemany`` (in one statement of many
     rows it would otherwise take its neighbour's values), and nothing of the batch is kept
@@ -361,3 +394,20 @@ def test_a_row_of_the_wrong_width_fails_in_a_batched_insert() -> None:
         _executemany(db, "INSERT INTO t (a, b) VALUES (?, ?)", rows)
     db.execute("ROLLBACK")
     assert db.execute("SELECT count(*) FROM t").fetchone() == (0,)
+
+
+def test_the_writer_of_a_file_keeps_a_small_page_cache(tmp_path: Path) -> None:
+    """A run's writer appends (each event on its episode's leaf page): on a file it keeps a
+    512 KiB page cache, not SQLite's 2 MB; an in-memory store, whose pages live in its
+    cache, keeps the default."""
+
+    async def cache(path: str | Path) -> int:
+        async with EventStore(path) as store:
+            assert store._conn is not None  # (the writer's own connection)
+            async with store._conn.execute("PRAGMA cache_size") as cur:
+                row = await cur.fetchone()
+        assert row is not None
+        return int(row[0])
+
+    assert anyio.run(cache, tmp_path / "run.db") == -512
+    assert anyio.run(cache, ":memory:") == -2000
