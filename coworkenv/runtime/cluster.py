@@ -91,7 +91,7 @@ class EpisodeHost:
         self._inbox: Any = None
         self._ready: anyio.Event | None = None
         self._serving: Any = None
-        self.tune_gc = options.tune_gc
+        self.tune_gc, self.live = options.tune_gc, options.concurrency
 
     async def where(self) -> dict[str, Any]:
         """This host's process, node and shard."""
@@ -126,7 +126,7 @@ class EpisodeHost:
         async with _bus(self.config.bus) as bus, EventStore(self.shard) as store:
             assert self._ready is not None
             self._ready.set()
-            with tuned_gc(self.tune_gc):
+            with tuned_gc(self.tune_gc, self.live):
                 async with anyio.create_task_group() as tg:
                     async for jobs, slot in self._inbox:
                         tg.start_soon(self._batch, bus, store, jobs, slot)

@@ -288,6 +288,21 @@ def test_tuned_gc_is_restored_after_a_run(tmp_path: Path) -> None:
     assert gc.get_freeze_count() == 0
 
 
+def test_young_collections_wait_longer_with_more_live_episodes() -> None:
+    """Every young collection scans what each live episode holds between steps: the threshold
+    grows with the episodes a run keeps live (at least 50,000), and is restored after."""
+    from coworkenv.sim.runner import YOUNG_PER_EPISODE, tuned_gc
+
+    before = gc.get_threshold()
+    with tuned_gc(True, 10):
+        assert gc.get_threshold()[0] == max(before[0], 50_000)
+    with tuned_gc(True, 5_000):
+        assert gc.get_threshold()[0] == YOUNG_PER_EPISODE * 5_000
+    with tuned_gc(False, 5_000):
+        assert gc.get_threshold() == before
+    assert gc.get_threshold() == before
+
+
 def test_a_finished_episode_is_freed_without_the_garbage_collector(tmp_path: Path) -> None:
     """Under tune_gc a full collection is rare: an episode kept alive by a reference cycle
     would stay in memory long after it finished."""
