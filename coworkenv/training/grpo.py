@@ -55,9 +55,10 @@ def train_grpo(model: str, tasks: list[Task], out: Path, db: Path,
     from ..agents.chat import opening
     from .export import refuse_held_out
     from .serve import chat_tokenizer
-    from .sft import prepare_model
+    from .sft import no_hub_kernels, prepare_model
 
     refuse_held_out("train grpo", tasks)
+    no_hub_kernels()
     o = options or GRPOOptions()
     if o.batch_size % o.num_generations:
         raise ValueError(f"batch_size ({o.batch_size}) must be a multiple of num_generations "

@@ -10,6 +10,7 @@ assistant-only loss.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,14 @@ class SFTOptions:
     """Rows of the training set (its first ones) and of ``eval.jsonl`` whose loss is measured
     before and after training (0: not measured). Per-step losses are of different rows, so
     with small batches they do not show whether the model learned; these do."""
+
+
+def no_hub_kernels() -> None:
+    """transformers swaps in kernels it downloads from the Hub when it trains on a GPU (a
+    rotary kernel in the first step, with transformers 5.25), and fails where nothing can be
+    downloaded; coworkenv downloads nothing at run time, so training keeps transformers' own
+    code unless the user has set ``USE_HUB_KERNELS`` themselves."""
+    os.environ.setdefault("USE_HUB_KERNELS", "0")
 
 
 def prepare_model(model: str, cache: Path | None = None) -> str:
@@ -127,6 +136,7 @@ def train_sft(model: str, data: Path, out: Path, options: SFTOptions | None = No
     from trl import SFTConfig, SFTTrainer
     from trl.chat_template_utils import get_training_chat_template, qwen3_instruct_2507_chat_template
 
+    no_hub_kernels()
     o = options or SFTOptions()
     demonstrations = _rows(data / "train.jsonl")  # (held-out tasks refused before any load)
     held = _rows(data / "eval.jsonl") if o.measure_rows and (data / "eval.jsonl").exists() else []

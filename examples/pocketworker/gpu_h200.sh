@@ -43,9 +43,6 @@ SERVER=${SERVER:-vllm}                        # evaluation server: vllm, or cowo
 DEVICE=${DEVICE:-gpu}                         # cpu: the same script on CPU, to check it before a lease
 PORT=${PORT:-8000}
 DB=$WORK/pocketworker.db
-# transformers (5.25) swaps in kernels from the Hub on a GPU (e.g. kernels-community/rotary) and,
-# on a machine that cannot download them, fails in the first training step: keep its own code
-export USE_HUB_KERNELS=${USE_HUB_KERNELS:-0}
 mkdir -p "$WORK"
 
 accel=(--gpu); serve_device=cuda

@@ -8,6 +8,7 @@ chat template is TRL's Qwen3 template, as ``train_sft`` uses."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -102,3 +103,15 @@ def test_a_template_without_turn_markers_is_refused(
     with pytest.raises(TrainingDataError, match=r"demo.jsonl: row 1: the chat template marks 0 "
                                                 r"assistant span\(s\) for \d+ assistant"):
         tokenize(demos[:1], tok, str(tok.chat_template), "demo.jsonl")
+
+
+def test_training_never_fetches_kernels_from_the_hub_unless_asked(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from coworkenv.training.sft import no_hub_kernels
+
+    monkeypatch.delenv("USE_HUB_KERNELS", raising=False)
+    no_hub_kernels()
+    assert os.environ["USE_HUB_KERNELS"] == "0"
+    monkeypatch.setenv("USE_HUB_KERNELS", "YES")  # (a user who wants them keeps them)
+    no_hub_kernels()
+    assert os.environ["USE_HUB_KERNELS"] == "YES"
