@@ -104,6 +104,19 @@ def apps_(
         raise typer.Exit(1)
 
 
+def _stages(text: str) -> tuple[int, int]:
+    """``--stages``: "LO-HI" or "N", 2 <= LO <= HI <= 12."""
+    lo, _, hi = text.partition("-")
+    try:
+        span = (int(lo), int(hi or lo))
+    except ValueError:
+        raise fail(f"--stages: expected LO-HI (e.g. 2-4), got {text!r}") from None
+    if not 2 <= span[0] <= span[1] <= 12:
+        raise fail(f"--stages: expected 2 <= LO <= HI <= 12 (a plan is at least one primitive "
+                   f"and the report), got {text!r}")
+    return span
+
+
 @app.command(short_help="Generate validated tasks from workflows or BPMN.")
 def synth(
     requirements: Annotated[list[Path], typer.Argument(
@@ -118,6 +131,10 @@ def synth(
     n: Annotated[int, typer.Option(min=1, help="Tasks to produce")] = 100,
     max_repairs: Annotated[int, typer.Option(min=0, help="Repair rounds per task")] = 3,
     seed: Annotated[int, typer.Option(help="Seed of the procedural generator")] = 0,
+    stages: Annotated[str | None, typer.Option(
+        metavar="LO-HI", help="Plan length of the procedural generator, in primitives (the "
+        "final report counted), e.g. 2-4 for short tasks; default: from each requirement's "
+        "difficulty (4 to 12)")] = None,
     model: Annotated[str | None, typer.Option(help="Model (openai generator)")] = None,
     base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint")] = None,
     api_key_env: Annotated[str | None, typer.Option(help="Variable holding the API key")] = None,
@@ -155,9 +172,13 @@ def synth(
     except TaskFileError as exc:
         raise fail(str(exc)) from None
     gen: Any
+    span = _stages(stages) if stages is not None else None
+    if span is not None and generator != "procedural":
+        raise fail(f"--stages: only the procedural generator draws plans of a length, "
+                   f"not --generator {generator}")
     if generator in ("procedural", "families"):
         gen = ProceduralGenerator(seed, mode="compose" if generator == "procedural"
-                                  else "families")
+                                  else "families", stages=span)
     elif generator in ("openai", "openai-spec"):
         try:
             ep = endpoint(model or "", base_url, api_key_env, max_tokens=max_tokens,

@@ -824,15 +824,18 @@ def _usable(req: WorkflowRequirement, name: str) -> bool:
     return all(not need or need & allowed for need in PRIMITIVES[name].apps)
 
 
-def draw_plan(req: WorkflowRequirement, rng: random.Random) -> list[Stage]:
+def draw_plan(req: WorkflowRequirement, rng: random.Random,
+              stages: tuple[int, int] | None = None) -> list[Stage]:
     """A plan of primitives for a requirement: its capabilities decide what is likely, its
-    apps what is possible, its difficulty range how long the plan is."""
+    apps what is possible, its difficulty range how long the plan is, unless ``stages``
+    (lowest, highest; the final report counted) sets the length: the plan is then drawn as
+    usual and cut to a length in that range, dropping stages nothing later needs."""
     w = {c: float(v) for c, v in req.capabilities.items()}
     lo, hi = req.difficulty
     size = {"easy": (4, 6), "medium": (6, 9), "hard": (9, 12)}
     order = ["easy", "medium", "hard"]
     level = order[rng.randint(order.index(lo), order.index(hi))]
-    target = rng.randint(*size[level])
+    target = rng.randint(*(stages or size[level]))
     plan: list[Stage] = []
 
     def p(x: float) -> bool:
@@ -882,14 +885,28 @@ def draw_plan(req: WorkflowRequirement, rng: random.Random) -> list[Stage]:
     if p(0.3):
         add("next_day")
     add("report")
+    if stages is not None:
+        _cut(plan, target, rng)
     return plan
 
 
+def _cut(plan: list[Stage], target: int, rng: random.Random) -> None:
+    """Drop random stages (never the report, never one a remaining stage needs) until the plan
+    has ``target`` stages."""
+    while len(plan) > target:
+        needed = {n for s in plan for n in PRIMITIVES[s.primitive].needs}
+        free = [i for i, s in enumerate(plan)
+                if s.primitive != "report" and s.primitive not in needed]
+        if not free:
+            return
+        del plan[rng.choice(free)]
+
+
 def compose(req: WorkflowRequirement, rng: random.Random, tid: str,
-            plan: list[Stage] | None = None) -> Spec:
+            plan: list[Stage] | None = None, stages: tuple[int, int] | None = None) -> Spec:
     """One task spec for ``req``: from ``plan``; for a requirement read from a process, from
     one path through it; else from a plan drawn with ``rng`` (drawn again, up to 20 times,
-    while it cannot be bound)."""
+    while it cannot be bound), of a length in ``stages`` when given."""
     if plan is not None:
         return Composer(req, rng, tid).build(plan)
     if req.process is not None:
@@ -911,8 +928,11 @@ def compose(req: WorkflowRequirement, rng: random.Random, tid: str,
             return spec
         raise PlanError(f"{req.id}: no path through the process could be bound")
     for _ in range(20):
+        c = Composer(req, rng, tid)
+        if stages is not None:
+            c.min_coworkers = 0  # a short plan may need no one but the user
         try:
-            return Composer(req, rng, tid).build(draw_plan(req, rng))
+            return c.build(draw_plan(req, rng, stages))
         except PlanError:
             continue
     raise PlanError(f"{req.id}: no plan could be bound in 20 draws")

@@ -49,17 +49,32 @@ class ProceduralGenerator:
     seed: int = 0
     name: str = "procedural"
     mode: str = "compose"
+    stages: tuple[int, int] | None = None
+    """Plan length (lowest, highest stages, the report counted); default: from the
+    requirement's difficulty (4 to 12)."""
+
+    def _tag(self) -> str:
+        """What sets this generator's tasks apart in their ids, so that sets made with other
+        seeds or plan lengths can be run, exported and trained on together."""
+        tag = f"-seed{self.seed}" if self.seed else ""
+        if self.stages is not None:
+            tag += f"-{self.stages[0]}to{self.stages[1]}"
+        return tag
 
     def _build(self, req: WorkflowRequirement, index: int, round_: int) -> dict[str, Any]:
-        rng = random.Random(zlib.crc32(f"{self.seed}:{req.id}:{index}:{round_}".encode()))
+        key = f"{self.seed}:{req.id}:{index}:{round_}"
+        if self.stages is not None:  # not a cut of the default plan of the same index
+            key += f":{self.stages}"
+        rng = random.Random(zlib.crc32(key.encode()))
+        tid = f"{req.id}{self._tag()}-{index:05d}"
         if self.mode == "compose":
-            return compose(req, rng, f"{req.id}-{index:05d}")
+            return compose(req, rng, tid, stages=self.stages)
         fams = families_for(req)
         if not fams:
             raise ValueError(f"{req.id}: no task family fits apps {req.apps} and capabilities "
                              f"{sorted(req.capabilities)}")
         fam = fams[index % len(fams)]
-        return fam.build(req, rng, f"{req.id}-{index:05d}")
+        return fam.build(req, rng, tid)
 
     async def generate(self, req: WorkflowRequirement, index: int) -> dict[str, Any]:
         return self._build(req, index, 0)

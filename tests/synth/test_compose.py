@@ -147,6 +147,40 @@ def test_families_and_composed_tasks_have_the_long_horizon_shape(tmp_path: Path)
     assert report["mutants"]["killed"] > 0
 
 
+def test_short_plans_validate_and_keep_what_their_stages_need() -> None:
+    reqs = [load_requirement(p) for p in sorted((ROOT / "examples/workflows").glob("*.yaml"))]
+    specs, _, stats = anyio.run(lambda: synthesize(reqs, ProceduralGenerator(0, stages=(2, 3)),
+                                                   30))
+    assert stats.accepted == 30  # mutation check included
+    lengths = []
+    for spec in specs:
+        prims = spec["plan"]["primitives"]
+        assert 2 <= len(prims) <= 3 and prims[-1] == "report", prims
+        for i, name in enumerate(prims):
+            assert set(PRIMITIVES[name].needs) <= set(prims[:i]), prims
+        lengths.append(sum(s["kind"] != "finish" for s in spec["reference"]))
+    long_specs, _, _ = anyio.run(lambda: synthesize(reqs, ProceduralGenerator(0), 12,
+                                                    mutate=False))
+    long_lengths = [sum(s["kind"] != "finish" for s in x["reference"]) for x in long_specs]
+    assert sorted(lengths)[len(lengths) // 2] * 2 < sorted(long_lengths)[len(long_lengths) // 2]
+    assert min(lengths) <= 4
+
+
+def test_sets_made_with_other_seeds_or_lengths_can_be_loaded_together(tmp_path: Path) -> None:
+    from coworkenv.sim import load_tasks
+
+    reqs = [load_requirement(ROOT / "examples/workflows/finance-approvals.yaml")]
+    ids = {}
+    for name, gen in (("default", ProceduralGenerator(0)), ("seed", ProceduralGenerator(4)),
+                      ("short", ProceduralGenerator(0, stages=(2, 4)))):
+        specs = anyio.run(lambda g=gen: synthesize(reqs, g, 4, mutate=False))[0]
+        ids[name] = {s["id"] for s in specs}
+        (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps(x) + "\n" for x in specs))
+    assert ids["default"] == {f"finance-approvals-{i:05d}" for i in range(4)}  # as before
+    assert not ids["default"] & ids["seed"] and not ids["default"] & ids["short"]
+    assert len(load_tasks(sorted(tmp_path.glob("*.jsonl")))) == 12
+
+
 # process definitions --------------------------------------------------------------------
 BPMN = """<?xml version="1.0" encoding="UTF-8"?>
 <bpmn:definitions xmlns:bpmn="http://www.omg.org/spec/BPMN/20100524/MODEL"
