@@ -353,6 +353,24 @@ class Composer:
         metric = _metric_of(st["step"]) if st.get("step") else self.metric()
         amount = self.money("lookup_doc")
         owner = self.person()
+        if st.get("variant") == "email":  # the figure came by email: search the inbox, read it
+            mid = f"m-{self.tid[-5:]}-{self.n}"
+            self.n += 1
+            self.add_seed("emails", {"id": mid, "sender": owner, "to": [self.agent],
+                                     "subject": f"{metric.capitalize()} figure",
+                                     "body": f"Hi, for your records: the {metric} is {amount}. "
+                                             f"{self.name(owner)}",
+                                     "thread": mid, "sent_at": "2026-03-02T12:50:00Z"})
+            self.buckets["writes"][:0] = [
+                {"kind": "tool", "tool": "email_search", "args": {"query": metric.split()[-1]}},
+                {"kind": "tool", "tool": "email_read", "args": {"email_id": mid}}]
+            v = Value(metric, amount, {"tool": "email_read", "args": {"email_id": mid}})
+            self.values.append(v)
+            self.gate_value(v)
+            self.goals.append(self.rng.choice([
+                f"{self.name(owner)} emailed me the {metric} earlier today.",
+                f"The {metric} is in an email in my inbox."]))
+            return
         doc_id = f"doc-{self.tid[-5:]}-{self.n}"
         title = f"{metric.title()} {self.rng.choice(['report', 'sheet', 'summary'])}"
         content = f"{metric.capitalize()}: {amount} (prepared by {self.name(owner)})."
@@ -671,6 +689,7 @@ class Composer:
         self.member(owner)
         self.buckets["late"] += [
             {"kind": "wait", "message_from": owner},
+            {"kind": "tool", "tool": "tickets_read", "args": {"ticket_id": tid}},
             {"kind": "tool", "tool": "tickets_assign", "args": {"ticket_id": tid,
                                                                 "assignee": heir}}]
         handed = {"actor": owner, "to": self.agent, "text": {"contains": [tid]}}
@@ -692,11 +711,44 @@ class Composer:
         lines = "; ".join([*(f"{v.name}: {v.text}" for v in self.values),
                            *(o for o, _ in self.outcomes)]) or "all done"
         r = self.report
-        if r["via"] == "channel":
+        before: list[Spec] = []  # steps of the deliverable before ``step``
+        told: Spec | None = None  # the user told it is done, when the deliverable is a document
+        if (values and not stale and self.clarified is None and "docs" in self.apps
+                and self.rng.random() < 0.3):  # the figures go into the user's tracker
+            doc_id = f"doc-{self.tid[-5:]}-tracker"
+            title = f"{self.rng.choice(['Weekly', 'Team', 'Open items'])} tracker"
+            self.add_seed("docs", {"id": doc_id, "title": title, "owner": self.user,
+                                   "content": "Figures and updates:",
+                                   "confidentiality": "internal",
+                                   "permissions": {self.agent: "edit"}})
+            before = [{"kind": "tool", "tool": "docs_search", "args": {"query": "tracker"}}]
+            step = {"kind": "tool", "tool": "docs_edit", "args": {
+                "doc_id": doc_id, "append": f"Summary: {lines}."}}
+            sel: dict[str, Any] = {"tool": "docs_edit", "args": {"doc_id": doc_id}}
+            chk: Spec = {"kind": "doc", "doc": doc_id, "content_contains": values}
+            if r["via"] == "chat":
+                told = {"kind": "tool", "tool": "chat_send_dm", "args": {
+                    "to": r["to"], "text": f"I updated the {title}."}}
+                told_sel: dict[str, Any] = {"tool": "chat_send_dm", "to": r["to"]}
+                self.checks.append({"id": self.cid("told"), "kind": "chat_message",
+                                    "dm_with": r["to"], "sender": self.agent, "gate": True})
+            else:
+                told = {"kind": "tool", "tool": "email_send", "args": {
+                    "to": [r["to"]], "subject": f"{title} updated",
+                    "body": f"I updated the {title}."}}
+                told_sel = {"tool": "email_send", "to": r["to"]}
+                self.checks.append({"id": self.cid("told"), "kind": "email_sent",
+                                    "to": r["to"], "sender": self.agent, "gate": True})
+            self.checks.append({"id": self.cid("told-after-edit"), "kind": "order",
+                                "gate": True, "first": sel, "then": told_sel})
+            self.goals.append(self.rng.choice([
+                f"Put the figures in my \"{title}\" document and tell me when it's done.",
+                f"Add the numbers to the {title} doc, then let me know."]))
+        elif r["via"] == "channel":
             step = {"kind": "tool", "tool": "chat_post", "args": {
                 "channel": r["channel"], "text": f"Summary: {lines}."}}
-            sel: dict[str, Any] = {"tool": "chat_post", "args": {"channel": r["channel"]}}
-            chk: Spec = {"kind": "chat_message", "channel": r["channel"],
+            sel = {"tool": "chat_post", "args": {"channel": r["channel"]}}
+            chk = {"kind": "chat_message", "channel": r["channel"],
                          "sender": self.agent, "text": {"contains": values,
                                                         "must_not_contain": stale}}
         elif r["via"] == "chat":
@@ -705,6 +757,20 @@ class Composer:
             sel = {"tool": "chat_send_dm", "to": r["to"]}
             chk = {"kind": "chat_message", "dm_with": r["to"], "sender": self.agent,
                    "text": {"contains": values, "must_not_contain": stale}}
+        elif self.clarified is None and self.rng.random() < 0.35:  # a reply to the request
+            mid = f"m-{self.tid[-5:]}-ask"
+            self.add_seed("emails", {"id": mid, "sender": r["to"], "to": [self.agent],
+                                     "subject": "Figures for this week",
+                                     "body": "Could you pull these together for me? Reply to "
+                                             "this email when you have them.",
+                                     "thread": mid, "sent_at": "2026-03-02T13:55:00Z"})
+            step = {"kind": "tool", "tool": "email_reply", "args": {
+                "email_id": mid, "body": f"Summary: {lines}."}}
+            sel = {"tool": ["email_reply", "email_send"], "to": r["to"]}  # (a new email is
+            # as good as a reply)
+            chk = {"kind": "email_sent", "to": r["to"], "sender": self.agent,
+                   "body": {"contains": values, "must_not_contain": stale}}
+            self.replied = True
         else:
             step = {"kind": "tool", "tool": "email_send", "args": {
                 "to": [r["to"]], "subject": "Summary", "body": f"Summary: {lines}."}}
@@ -721,13 +787,18 @@ class Composer:
                                 "gate": True, "select": sel, "window": [0, 3 * 24 * 60 - 1]})
             self.goals.append(self.rng.choice(["It is due on Thursday morning, not before.",
                                                "Don't send it before Thursday at 9."]))
-        self.report_step = step
+        self.report_steps = [*before, step, *([told] if told else [])]
         self.checks.append({"id": self.cid("reported"), "weight": 3, "gate": True, **chk})
         self.after_approval.append(sel)
         if self.clarified is not None:
             self.checks.append({"id": self.cid("where-asked"), "kind": "order", "gate": True,
                                 "first": self.clarified, "then": sel})
             self.goals.append("Send me a summary with the figures when it's all done.")
+        elif told is not None:
+            pass  # (its goal is said above)
+        elif getattr(self, "replied", False):
+            self.goals.append(self.rng.choice(["Reply to my email with the figures.",
+                                               "Answer my email with the numbers."]))
         elif r["via"] == "chat":
             self.goals.append(self.rng.choice(["DM me a summary with the figures.",
                                                "Then send me the figures on chat."]))
@@ -751,7 +822,7 @@ class Composer:
                 self.checks.append({"id": self.cid("after-approval"), "kind": "order",
                                     "gate": True, "first": self.approved_event, "then": sel})
         steps = [s for b in BUCKETS for s in self.buckets[b]]
-        steps += [self.report_step, {"kind": "finish", "summary": "done"}]
+        steps += [*self.report_steps, {"kind": "finish", "summary": "done"}]
         return self._spec(ordered, steps)
 
     def _spec(self, plan: list[Stage], raw: list[Spec]) -> Spec:
@@ -887,6 +958,11 @@ def draw_plan(req: WorkflowRequirement, rng: random.Random,
     add("report")
     if stages is not None:
         _cut(plan, target, rng)
+    if "email" in req.apps and not any(s.primitive in ("change_figure", "approval")
+                                       for s in plan):
+        for s in plan:  # (a figure that changes or is approved lives in a document)
+            if s.primitive == "lookup_doc" and p(0.4):
+                s.params["variant"] = "email"
     return plan
 
 

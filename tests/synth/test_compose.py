@@ -166,6 +166,29 @@ def test_short_plans_validate_and_keep_what_their_stages_need() -> None:
     assert min(lengths) <= 4
 
 
+def test_plans_show_figures_by_email_tracker_documents_replies_and_ticket_reads() -> None:
+    """Variants that widen what demonstrations show (tools the hand-written benchmark uses),
+    each accepted by the mutation check like every other plan."""
+    reqs = [load_requirement(p) for p in sorted((ROOT / "examples/workflows").glob("*.yaml"))]
+    specs, _, stats = anyio.run(lambda: synthesize(reqs, ProceduralGenerator(0), 60))
+    assert stats.accepted == 60
+
+    def tools(spec: dict[str, Any]) -> list[str]:
+        return [s.get("tool", s["kind"]) for s in spec["reference"]]
+
+    by_email = [x for x in specs if "email_search" in tools(x)]
+    assert by_email and all("email_read" in tools(x) for x in by_email)
+    tracked = [x for x in specs if any(s.get("tool") == "docs_edit"
+                                       and s["args"]["doc_id"].endswith("-tracker")
+                                       for s in x["reference"])]
+    assert tracked and all(any(c["kind"] == "doc" and c.get("gate") for c in x["checks"])
+                           for x in tracked)
+    assert any("email_reply" in tools(x) for x in specs)
+    reassigned = [x for x in specs if "tickets_assign" in tools(x)
+                  and any(c["id"].startswith("reassigned-when") for c in x["checks"])]
+    assert reassigned and all("tickets_read" in tools(x) for x in reassigned)
+
+
 def test_sets_made_with_other_seeds_or_lengths_can_be_loaded_together(tmp_path: Path) -> None:
     from coworkenv.sim import load_tasks
 
