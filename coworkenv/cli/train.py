@@ -123,6 +123,9 @@ def train_sft_cmd(
     measure_rows: Annotated[int, typer.Option(min=0, help="Rows of the training set and of "
                                               "eval.jsonl whose loss is measured before and "
                                               "after training (0: none)")] = 16,
+    curriculum: Annotated[bool, typer.Option(help="Short demonstrations first: the rows the "
+                                             "run sees (steps x batch size, drawn at random) "
+                                             "in order of length")] = False,
 ) -> None:
     """Supervised fine-tuning on teacher demonstrations with TRL (assistant-only loss)."""
     _train_imports("train sft")
@@ -140,12 +143,17 @@ def train_sft_cmd(
         res = train_sft(model, data, out, SFTOptions(steps, learning_rate, batch_size,
                                                      max_length, lora, cpu=not gpu,
                                                      truncation=truncation,
-                                                     measure_rows=measure_rows))
+                                                     measure_rows=measure_rows,
+                                                     curriculum=curriculum))
     except (HeldOutError, IncompleteOutputError, NothingToTrainError) as exc:
         raise fail(str(exc)) from None
     losses = res["losses"]
     console.print(f"trained {len(losses)} steps: loss {losses[0]:.4f} -> {losses[-1]:.4f}; "
                   f"checkpoint {res['checkpoint']}", highlight=False)
+    if "curriculum_tokens" in res:
+        seen = res["curriculum_tokens"]
+        console.print(f"curriculum: {len(seen)} row(s), {seen[0]} to {seen[-1]} tokens",
+                      highlight=False)
     for name, before in res["loss_before"].items():
         console.print(f"loss on {res['measured_rows'][name]} {name} row(s): {before:.4f} -> "
                       f"{res['loss_after'][name]:.4f}", highlight=False)

@@ -55,7 +55,7 @@ def train_grpo(model: str, tasks: list[Task], out: Path, db: Path,
     from ..agents.chat import opening
     from .export import refuse_held_out
     from .serve import chat_tokenizer
-    from .sft import no_hub_kernels, prepare_model
+    from .sft import checkpointing, no_hub_kernels, prepare_model
 
     refuse_held_out("train grpo", tasks)
     no_hub_kernels()
@@ -90,7 +90,7 @@ def train_grpo(model: str, tasks: list[Task], out: Path, db: Path,
             max_tool_calling_iterations=o.max_tool_calls, temperature=o.temperature,
             beta=o.beta, reward_weights=_weights(o.reward_weights), logging_steps=1,
             save_strategy="no", report_to="none", seed=o.seed, use_cpu=o.cpu,
-            bf16=not o.cpu, gradient_checkpointing=False, use_vllm=o.use_vllm,
+            bf16=not o.cpu, **checkpointing(GRPOConfig, False), use_vllm=o.use_vllm,
             vllm_mode=o.vllm_mode, log_completions=False)
         lm = AutoModelForCausalLM.from_pretrained(path)
         trainer = GRPOTrainer(model=lm, reward_funcs=reward_functions(), args=cfg,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,10 @@ class SFTOptions:
     truncation: str = "keep_start"
     """What an example longer than ``max_length`` keeps: ``keep_start`` (the task and the
     first turns) or ``keep_end`` (the last turns; the system prompt and task are cut)."""
+    curriculum: bool = False
+    """Short demonstrations first: the rows the run trains on (``steps`` x ``batch_size``,
+    drawn at random when there are more) in order of length in tokens; with fewer rows than
+    that, every pass over them goes from short to long."""
     measure_rows: int = 16
     """Rows of the training set (its first ones) and of ``eval.jsonl`` whose loss is measured
     before and after training (0: not measured). Per-step losses are of different rows, so
@@ -43,6 +48,17 @@ def no_hub_kernels() -> None:
     downloaded; coworkenv downloads nothing at run time, so training keeps transformers' own
     code unless the user has set ``USE_HUB_KERNELS`` themselves."""
     os.environ.setdefault("USE_HUB_KERNELS", "0")
+
+
+def checkpointing(config: type, on: bool) -> dict[str, bool]:
+    """The keyword that turns activation (gradient) checkpointing on or off in a TRL config:
+    ``activation_checkpointing`` where transformers has it (``gradient_checkpointing`` is its
+    deprecated alias there, with a warning), else ``gradient_checkpointing``."""
+    import dataclasses
+
+    names = {f.name for f in dataclasses.fields(config)}
+    return {"activation_checkpointing" if "activation_checkpointing" in names
+            else "gradient_checkpointing": on}
 
 
 def prepare_model(model: str, cache: Path | None = None) -> str:
@@ -125,6 +141,15 @@ def tokenize(rows: list[dict[str, Any]], tok: Any, template: str,
     return out
 
 
+def curriculum_order(lengths: list[int], rows_seen: int, seed: int = 0) -> list[int]:
+    """The rows a curriculum trains on, in the order it trains on them: ``rows_seen`` rows
+    drawn at random (all of them when there are fewer), shortest first (ties in the drawn
+    order)."""
+    idx = list(range(len(lengths)))
+    random.Random(seed).shuffle(idx)
+    return sorted(idx[:rows_seen], key=lambda i: lengths[i])
+
+
 class NothingToTrainError(TrainingDataError):
     """Every demonstration was dropped before training (too long for ``max_length``)."""
 
@@ -150,6 +175,11 @@ def train_sft(model: str, data: Path, out: Path, options: SFTOptions | None = No
     ds = datasets.Dataset.from_list(tokenize(demonstrations, tok, template,
                                              data / "train.jsonl"))
     measured = {"train": ds.select(range(min(o.measure_rows, len(ds))))} if o.measure_rows else {}
+    order: list[int] | None = None
+    if o.curriculum:
+        order = curriculum_order([len(x) for x in ds["input_ids"]], o.steps * o.batch_size,
+                                 o.seed)
+        ds = ds.select(order)
     if measured and held:
         measured["eval"] = datasets.Dataset.from_list(
             tokenize(held[:o.measure_rows], tok, template, data / "eval.jsonl"))
@@ -157,7 +187,8 @@ def train_sft(model: str, data: Path, out: Path, options: SFTOptions | None = No
                     per_device_train_batch_size=o.batch_size, max_length=o.max_length,
                     truncation_mode=o.truncation, logging_steps=1, save_strategy="no",
                     report_to="none", bf16=not o.cpu, use_cpu=o.cpu,
-                    gradient_checkpointing=not o.cpu,
+                    **checkpointing(SFTConfig, not o.cpu),
+                    train_sampling_strategy="sequential" if o.curriculum else "random",
                     seed=o.seed)
     peft_config = None
     if o.lora:
@@ -183,8 +214,11 @@ def train_sft(model: str, data: Path, out: Path, options: SFTOptions | None = No
     trainer.save_model(str(out))
     tok.save_pretrained(str(out))
     losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
-    res = {"losses": losses, "loss_before": before, "loss_after": after,
-           "measured_rows": {k: len(v) for k, v in (trainer.eval_dataset or {}).items()}}
+    res: dict[str, Any] = {
+        "losses": losses, "loss_before": before, "loss_after": after,
+        "measured_rows": {k: len(v) for k, v in (trainer.eval_dataset or {}).items()}}
+    if order is not None:  # (tokens of each row, in the order trained, before truncation)
+        res["curriculum_tokens"] = [len(x) for x in ds["input_ids"]]
     (out / "coworkenv-sft.json").write_text(json.dumps({"model": model, "data": str(data),
                                                         "options": o.__dict__, **res},
                                                        indent=2))

@@ -12,6 +12,8 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 WORK=${WORK:-runs/pocketworker}                     # everything this script writes
 TASKS=${TASKS:-$ROOT/examples/tasks}                  # task files or folders
 SYNTH=${SYNTH:-0}                                     # >0: synthesize this many tasks and use them
+SYNTH_SHORT=${SYNTH_SHORT:-0}                         # >0: also this many short tasks (plans of SHORT_STAGES)
+SHORT_STAGES=${SHORT_STAGES:-2-4}                     # primitives per short plan, the report counted
 MODEL=${MODEL:-$ROOT/.cache/models/SmolLM2-135M-Instruct.Q4_1.gguf}  # base model: GGUF, folder or hub id
 HELD_OUT=${HELD_OUT:-doc_sharing,safety}             # families never trained on, evaluated
 TRAIN_FAMILIES=${TRAIN_FAMILIES:-}                    # GRPO rollouts from these (default: all but HELD_OUT)
@@ -24,6 +26,7 @@ SFT_BATCH=${SFT_BATCH:-2}
 SFT_MAX_LENGTH=${SFT_MAX_LENGTH:-1024}
 SFT_LR=${SFT_LR:-1e-4}
 SFT_TRUNCATION=${SFT_TRUNCATION:-keep_start}         # or keep_end: the last turns of a longer demonstration
+SFT_CURRICULUM=${SFT_CURRICULUM:-0}                  # 1: short demonstrations first (train sft --curriculum)
 SFT_MEASURE_ROWS=${SFT_MEASURE_ROWS:-16}             # train and held-out rows whose loss is measured before and after
 GRPO_STEPS=${GRPO_STEPS:-2}                          # 0 skips GRPO
 GRPO_COMPLETION=${GRPO_COMPLETION:-192}              # tokens of a whole rollout (turns + tool results)
@@ -52,9 +55,17 @@ if [ "$SYNTH" -gt 0 ]; then
     --out "$WORK/synth.jsonl"
   TASKS=$WORK/synth.jsonl
 fi
+tasks=(--tasks "$TASKS")
+if [ "$SYNTH_SHORT" -gt 0 ]; then
+  step "0b. synthesize $SYNTH_SHORT short tasks (plans of $SHORT_STAGES primitives)"
+  $CW synth "$ROOT"/examples/workflows/*.yaml --stages "$SHORT_STAGES" --n "$SYNTH_SHORT" \
+    --out "$WORK/synth-short.jsonl"
+  tasks+=(--tasks "$WORK/synth-short.jsonl")
+fi
+curriculum=(); if [ "$SFT_CURRICULUM" = 1 ]; then curriculum=(--curriculum); fi
 
 step "1. teacher run: the oracle on every task, ${TEACHER_TRIALS} trials, transient faults for variety"
-$CW run --tasks "$TASKS" --agent oracle --trials "$TEACHER_TRIALS" --faults 0.15 --slips "$SLIPS" --tools "$TOOLS" \
+$CW run "${tasks[@]}" --agent oracle --trials "$TEACHER_TRIALS" --faults 0.15 --slips "$SLIPS" --tools "$TOOLS" \
   --db "$DB" --run-id teacher --quiet
 
 if [ -n "$HELD_OUT" ]; then
@@ -67,7 +78,7 @@ fi
 
 step "3. train sft: $SFT_STEPS steps"
 $CW train sft --model "$MODEL" --data "$WORK/data/sft" --out "$WORK/ckpt/sft" --steps "$SFT_STEPS" \
-  --batch-size "$SFT_BATCH" --max-length "$SFT_MAX_LENGTH" --truncation "$SFT_TRUNCATION" --learning-rate "$SFT_LR" \
+  --batch-size "$SFT_BATCH" --max-length "$SFT_MAX_LENGTH" --truncation "$SFT_TRUNCATION" "${curriculum[@]}" --learning-rate "$SFT_LR" \
   --measure-rows "$SFT_MEASURE_ROWS"
 
 models=("base=$MODEL" "sft=$WORK/ckpt/sft")
@@ -75,7 +86,7 @@ if [ "$GRPO_STEPS" -gt 0 ]; then
   step "4. train grpo: $GRPO_STEPS steps, rollouts are live episodes of ${TRAIN_FAMILIES:-every family but $HELD_OUT}"
   fams=()
   if [ -n "$TRAIN_FAMILIES" ]; then fams=(--families "$TRAIN_FAMILIES"); fi
-  $CW train grpo --model "$WORK/ckpt/sft" --tasks "$TASKS" "${fams[@]}" --held-out "$HELD_OUT" \
+  $CW train grpo --model "$WORK/ckpt/sft" "${tasks[@]}" "${fams[@]}" --held-out "$HELD_OUT" \
     --out "$WORK/ckpt/grpo" --db "$DB" --run-id grpo-rollouts --steps "$GRPO_STEPS" \
     --batch-size "$GRPO_BATCH" --num-generations "$GRPO_GENERATIONS" --learning-rate "$GRPO_LR" --reward-weights "$GRPO_WEIGHTS" \
     --max-completion-length "$GRPO_COMPLETION" --tools "$TOOLS" --max-tool-calls "$GRPO_TOOL_CALLS"
@@ -88,7 +99,7 @@ if [ -n "$EVAL_ONLY" ]; then
   IFS=, read -ra ids <<< "$EVAL_ONLY"
   for id in "${ids[@]}"; do only+=(--only "$id"); done
 fi
-evaluated=(--tasks "$TASKS" --families "$HELD_OUT")
+evaluated=("${tasks[@]}" --families "$HELD_OUT")
 sets=()
 if [ -n "$EVAL_TASKS" ]; then
   evaluated=(--tasks "$EVAL_TASKS")

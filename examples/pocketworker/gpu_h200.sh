@@ -12,6 +12,8 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 WORK=${WORK:-runs/pocketworker-gpu}
 TASKS=${TASKS:-$ROOT/examples/tasks}          # task files or folders
 SYNTH=${SYNTH:-0}                             # >0: synthesize this many tasks and use them
+SYNTH_SHORT=${SYNTH_SHORT:-0}                 # >0: also this many short tasks (plans of SHORT_STAGES)
+SHORT_STAGES=${SHORT_STAGES:-2-4}             # primitives per short plan, the report counted
 STUDENT=${STUDENT:-Qwen/Qwen3-1.7B}           # or Qwen/Qwen3-0.6B, Qwen/Qwen3-4B, a .gguf file
 TEACHER=${TEACHER:-}                          # optional model teacher served by vLLM, e.g. Qwen/Qwen3-32B
 HELD_OUT=${HELD_OUT:-doc_sharing,safety}
@@ -30,6 +32,7 @@ SFT_BATCH=${SFT_BATCH:-8}
 SFT_MAX_LENGTH=${SFT_MAX_LENGTH:-4096}
 SFT_LR=${SFT_LR:-1e-5}
 SFT_TRUNCATION=${SFT_TRUNCATION:-keep_start}  # or keep_end: the last turns of a longer demonstration
+SFT_CURRICULUM=${SFT_CURRICULUM:-0}           # 1: short demonstrations first (train sft --curriculum)
 GRPO_STEPS=${GRPO_STEPS:-200}                 # 0 skips GRPO
 GRPO_BATCH=${GRPO_BATCH:-16}
 GRPO_GENERATIONS=${GRPO_GENERATIONS:-8}
@@ -71,15 +74,24 @@ if [ "$SYNTH" -gt 0 ]; then
   fi
   TASKS=$WORK/synth.jsonl
 fi
+tasks=(--tasks "$TASKS")
+if [ "$SYNTH_SHORT" -gt 0 ]; then
+  if [ ! -s "$WORK/synth-short.jsonl" ]; then
+    stage synth-short $CW synth "$ROOT"/examples/workflows/*.yaml --generator procedural --stages "$SHORT_STAGES" \
+      --n "$SYNTH_SHORT" --out "$WORK/synth-short.jsonl"
+  fi
+  tasks+=(--tasks "$WORK/synth-short.jsonl")
+fi
+curriculum=(); if [ "$SFT_CURRICULUM" = 1 ]; then curriculum=(--curriculum); fi
 
 # 1. teacher demonstrations: the oracle (always), and a model teacher when TEACHER is set;
 # 2. SFT data, held out by family (or every family when evaluating on other tasks)
 if [ ! -s "$WORK/data/sft/train.jsonl" ]; then
-  stage teacher-oracle $CW run --tasks "$TASKS" --agent oracle --trials "$TRIALS" --faults 0.15 --slips "$SLIPS" --tools "$TOOLS" --db "$DB" --run-id teacher-oracle --quiet
+  stage teacher-oracle $CW run "${tasks[@]}" --agent oracle --trials "$TRIALS" --faults 0.15 --slips "$SLIPS" --tools "$TOOLS" --db "$DB" --run-id teacher-oracle --quiet
   if [ -n "$TEACHER" ]; then
     vllm serve "$TEACHER" --port "$PORT" --enable-auto-tool-choice --tool-call-parser hermes \
       --gpu-memory-utilization 0.85 > "$WORK/teacher.log" 2>&1 & srv=$!; wait_for $srv
-    stage teacher-model $CW run --tasks "$TASKS" --agent "teacher:openai:$TEACHER" --base-url "http://127.0.0.1:$PORT/v1" \
+    stage teacher-model $CW run "${tasks[@]}" --agent "teacher:openai:$TEACHER" --base-url "http://127.0.0.1:$PORT/v1" \
       --tools "$TOOLS" --trials "$TRIALS" --model-concurrency 64 --concurrency 256 --db "$DB" --run-id teacher-model --quiet
     kill $srv; wait $srv || true
   fi
@@ -91,7 +103,7 @@ if [ ! -s "$WORK/data/sft/train.jsonl" ]; then
 fi
 
 # evaluation of one checkpoint: served (vLLM, or coworkenv serve), EVAL_TRIALS trials per task
-evaluated=(--tasks "$TASKS" --families "$HELD_OUT"); sets=()
+evaluated=("${tasks[@]}" --families "$HELD_OUT"); sets=()
 if [ -n "$EVAL_TASKS" ]; then evaluated=(--tasks "$EVAL_TASKS"); sets=(--set "evaluated=$EVAL_TASKS"); fi
 if [ -n "$EVAL_ONLY" ]; then IFS=, read -ra ids <<< "$EVAL_ONLY"; for id in "${ids[@]}"; do evaluated+=(--only "$id"); done; fi
 evaluate() {  # evaluate NAME PATH
@@ -121,7 +133,7 @@ evaluate base "$STUDENT"
 # 3. SFT (full fine-tune, bf16 on the GPU)
 if [ ! -s "$WORK/ckpt/sft/config.json" ]; then
   stage sft $CW train sft --model "$STUDENT" --data "$WORK/data/sft" --out "$WORK/ckpt/sft" "${accel[@]}" \
-    --steps "$SFT_STEPS" --batch-size "$SFT_BATCH" --max-length "$SFT_MAX_LENGTH" --truncation "$SFT_TRUNCATION" \
+    --steps "$SFT_STEPS" --batch-size "$SFT_BATCH" --max-length "$SFT_MAX_LENGTH" --truncation "$SFT_TRUNCATION" "${curriculum[@]}" \
     --learning-rate "$SFT_LR"
 fi
 evaluate sft "$WORK/ckpt/sft"
@@ -133,7 +145,7 @@ if [ "$GRPO_STEPS" -gt 0 ]; then
     fams=(); vllm=()
     if [ -n "$TRAIN_FAMILIES" ]; then fams=(--families "$TRAIN_FAMILIES"); fi
     if [ "$USE_VLLM" = 1 ]; then vllm=(--use-vllm --vllm-mode colocate); fi
-    stage grpo $CW train grpo --model "$WORK/ckpt/sft" --tasks "$TASKS" "${fams[@]}" --held-out "$HELD_OUT" \
+    stage grpo $CW train grpo --model "$WORK/ckpt/sft" "${tasks[@]}" "${fams[@]}" --held-out "$HELD_OUT" \
       "${accel[@]}" "${vllm[@]}" --out "$WORK/ckpt/grpo" --db "$DB" --run-id grpo-rollouts \
       --steps "$GRPO_STEPS" --batch-size "$GRPO_BATCH" --num-generations "$GRPO_GENERATIONS" \
       --max-completion-length "$GRPO_COMPLETION" --tools "$TOOLS" --max-tool-calls "$GRPO_TOOL_CALLS" --learning-rate "$GRPO_LR" --reward-weights "$GRPO_WEIGHTS"
