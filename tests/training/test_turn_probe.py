@@ -1,7 +1,8 @@
-"""The recovery probe of the PocketWorker recipe (``examples/pocketworker/recovery_probe.py``):
-its contexts end where a slipped call was told ``not_found``, its outcomes are read from the
-first ``<tool_call>``, and it runs end to end on a checkpoint (a tiny random model here,
-saved with a tokenizer trained in memory: the plumbing, not a result)."""
+"""The one-turn probes of the PocketWorker recipe (``examples/pocketworker/turn_probe.py``):
+recovery contexts end where a slipped call was told ``not_found``, step contexts before each
+oracle action; outcomes are read from the first ``<tool_call>``, and both run end to end on a
+checkpoint (a tiny random model here, saved with a tokenizer trained in memory: the plumbing,
+not a result)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from .test_sft_loss_mask import small_tokenizer
 
 ROOT = Path(__file__).resolve().parents[2]
 spec = importlib.util.spec_from_file_location(
-    "recovery_probe", ROOT / "examples/pocketworker/recovery_probe.py")
+    "turn_probe", ROOT / "examples/pocketworker/turn_probe.py")
 assert spec and spec.loader
 probe = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(probe)
@@ -44,6 +45,22 @@ def test_each_context_ends_at_the_not_found_of_a_slip(db: Path) -> None:
         assert "directory_search" in {t["function"]["name"] for t in p["tools"]}
         assert not any(m.get("tool_calls", [{}])[0].get("function", {}).get("name") ==
                        "directory_search" for m in p["messages"] if m["role"] == "assistant")
+
+
+def test_step_contexts_end_before_each_oracle_action(db: Path) -> None:
+    contexts = probe.step_probes(db)
+    episodes = {p["task_id"] for p in contexts}
+    assert len(episodes) >= 15 and len(contexts) > 3 * len(episodes)
+    for p in contexts:
+        assert p["messages"][-1]["role"] in ("user", "tool")  # the model's turn is next
+        assert p["expected"][0] in {t["function"]["name"] for t in p["tools"]}
+    spread = probe.step_probes(db, limit=10)
+    assert len(spread) == 10 and len({p["task_id"] for p in spread}) >= 5
+    call = '<tool_call>\n{"name": "%s", "arguments": {}}\n</tool_call>'
+    assert probe.step_outcome(call % "docs_search", ["docs_search", {"query": "x"}]) == \
+        "oracle_tool"
+    assert probe.step_outcome(call % "docs_read", ["docs_search", {}]) == "other_tool"
+    assert probe.step_outcome("Sure, I will search.", ["docs_search", {}]) == "no_call"
 
 
 def test_outcomes() -> None:
@@ -79,5 +96,11 @@ def test_it_runs_on_a_checkpoint(db: Path, tmp_path: Path,
     for m in report["models"].values():
         assert sum(m[o]["share"] for o in probe.OUTCOMES) == pytest.approx(1.0, abs=0.01)
     assert report["models"]["b"]["lookup_minus_first"]["delta"] == 0.0  # the same weights
+    steps = probe.main(["--db", str(db), "--contexts", "steps", "--limit", "12",
+                        "--model", f"a={tmp_path / 'tiny'}", "--max-new-tokens", "8"])
+    capsys.readouterr()
+    assert steps["contexts"] == "steps" and steps["probes"] == 12
+    assert sum(steps["models"]["a"][o]["share"] for o in probe.STEP_OUTCOMES) == \
+        pytest.approx(1.0, abs=0.01)
     with pytest.raises(SystemExit, match="expected NAME=PATH"):
         probe.main(["--db", str(db), "--model", str(tmp_path / "tiny")])
