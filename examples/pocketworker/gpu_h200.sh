@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# PocketWorker recipe v1.2 on one H200 (see RECIPE.md): teacher runs -> SFT -> GRPO on live
+# PocketWorker recipe v1.4 on one H200 (see RECIPE.md): teacher runs -> SFT -> GRPO on live
 # episodes -> each checkpoint served and evaluated (pass@k / pass^k) as soon as it exists.
 # Needs: a CUDA torch and `pip install -e '.[train]'` (add `[vllm]` for SERVER=vllm and
 # USE_VLLM=1), the models on local disk or in a hub cache.
@@ -43,6 +43,8 @@ GRPO_WEIGHTS=${GRPO_WEIGHTS:-1,0.3,0,0.3,0.3}     # score,completion,safety,robu
 USE_VLLM=${USE_VLLM:-1}                       # GRPO generates with vLLM colocated (0: transformers)
 SERVER=${SERVER:-vllm}                        # evaluation server: vllm, or coworkenv (`coworkenv
                                               # serve`: transformers, batched; no vLLM needed)
+PREPARE_ONLY=${PREPARE_ONLY:-0}               # 1: stop after the CPU stages (synthesis, teacher, export),
+                                              # e.g. to bring WORK to an offline host (offline_bundle.sh)
 DEVICE=${DEVICE:-gpu}                         # cpu: the same script on CPU, to check it before a lease
 PORT=${PORT:-8000}
 DB=$WORK/pocketworker.db
@@ -100,6 +102,11 @@ if [ ! -s "$WORK/data/sft/train.jsonl" ]; then
   else
     stage export $CW export sft --db "$DB" --out "$WORK/data/sft" --split-by family --eval-fraction 0
   fi
+fi
+
+if [ "$PREPARE_ONLY" = 1 ]; then
+  printf 'prepared %s: the SFT data and the tasks; run again on the GPU host with the same WORK\n' "$WORK"
+  exit 0
 fi
 
 # evaluation of one checkpoint: served (vLLM, or coworkenv serve), EVAL_TRIALS trials per task

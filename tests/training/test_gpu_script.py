@@ -1,0 +1,31 @@
+"""The GPU recipe's CPU stages (``examples/pocketworker/gpu_h200.sh`` with ``PREPARE_ONLY=1``):
+long and short synthesized tasks, the teacher run and the export, then a stop before anything
+needs a model or a GPU, so WORK can be prepared on one machine and brought to another."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_prepare_only_makes_the_sft_data_from_long_and_short_tasks(tmp_path: Path) -> None:
+    env = {**os.environ, "PREPARE_ONLY": "1", "SYNTH": "6", "SYNTH_SHORT": "6", "TRIALS": "1",
+           "HELD_OUT": "", "EVAL_TASKS": str(ROOT / "examples/benchmark"),
+           "WORK": str(tmp_path / "w"), "STUDENT": str(tmp_path / "no-such-model"),
+           "COWORKENV": f"{sys.executable} -m coworkenv.cli",
+           "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    p = subprocess.run(["bash", str(ROOT / "examples/pocketworker/gpu_h200.sh")], env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "prepared" in p.stdout and "== eval-base" not in p.stdout
+    rows = [json.loads(x) for x in (tmp_path / "w/data/sft/train.jsonl").read_text().splitlines()]
+    ids = {r["task_id"] for r in rows}
+    assert len(ids) == 12 and sum("-2to4-" in i for i in ids) == 6
+    stages = [x.split("\t")[0] for x in (tmp_path / "w/timings.tsv").read_text().splitlines()]
+    assert stages == ["synth", "synth-short", "teacher-oracle", "export"]
+    assert not (tmp_path / "w/ckpt").exists()
