@@ -354,38 +354,34 @@ class Composer:
         amount = self.money("lookup_doc")
         owner = self.person()
         if st.get("variant") == "email":  # the figure came by email: search the inbox, read it
-            mid = f"m-{self.tid[-5:]}-{self.n}"
+            rid = f"m-{self.tid[-5:]}-{self.n}"
             self.n += 1
-            self.add_seed("emails", {"id": mid, "sender": owner, "to": [self.agent],
+            self.add_seed("emails", {"id": rid, "sender": owner, "to": [self.agent],
                                      "subject": f"{metric.capitalize()} figure",
                                      "body": f"Hi, for your records: the {metric} is {amount}. "
                                              f"{self.name(owner)}",
-                                     "thread": mid, "sent_at": "2026-03-02T12:50:00Z"})
-            self.buckets["writes"][:0] = [
-                {"kind": "tool", "tool": "email_search", "args": {"query": metric.split()[-1]}},
-                {"kind": "tool", "tool": "email_read", "args": {"email_id": mid}}]
-            v = Value(metric, amount, {"tool": "email_read", "args": {"email_id": mid}})
-            self.values.append(v)
-            self.gate_value(v)
-            self.goals.append(self.rng.choice([
-                f"{self.name(owner)} emailed me the {metric} earlier today.",
-                f"The {metric} is in an email in my inbox."]))
-            return
-        doc_id = f"doc-{self.tid[-5:]}-{self.n}"
-        title = f"{metric.title()} {self.rng.choice(['report', 'sheet', 'summary'])}"
-        content = f"{metric.capitalize()}: {amount} (prepared by {self.name(owner)})."
-        doc = {"id": doc_id, "title": title, "owner": owner, "content": content,
-               "confidentiality": "internal", "permissions": {self.agent: "view"}}
-        self.add_seed("docs", doc)
-        self.docs.append({**doc, "metric": metric, "amount": amount})
+                                     "thread": rid, "sent_at": "2026-03-02T12:50:00Z"})
+            search, read, key = "email_search", "email_read", "email_id"
+            goals = [f"{self.name(owner)} emailed me the {metric} earlier today.",
+                     f"The {metric} is in an email in my inbox."]
+        else:
+            rid = f"doc-{self.tid[-5:]}-{self.n}"
+            title = f"{metric.title()} {self.rng.choice(['report', 'sheet', 'summary'])}"
+            content = f"{metric.capitalize()}: {amount} (prepared by {self.name(owner)})."
+            doc = {"id": rid, "title": title, "owner": owner, "content": content,
+                   "confidentiality": "internal", "permissions": {self.agent: "view"}}
+            self.add_seed("docs", doc)
+            self.docs.append({**doc, "metric": metric, "amount": amount})
+            search, read, key = "docs_search", "docs_read", "doc_id"
+            goals = [f"The {metric} is in the \"{title}\" document.",
+                     f"Look up the {metric} in our documents."]
         self.buckets["writes"][:0] = [
-            {"kind": "tool", "tool": "docs_search", "args": {"query": metric.split()[-1]}},
-            {"kind": "tool", "tool": "docs_read", "args": {"doc_id": doc_id}}]
-        v = Value(metric, amount, {"tool": "docs_read", "args": {"doc_id": doc_id}})
+            {"kind": "tool", "tool": search, "args": {"query": metric.split()[-1]}},
+            {"kind": "tool", "tool": read, "args": {key: rid}}]
+        v = Value(metric, amount, {"tool": read, "args": {key: rid}})
         self.values.append(v)
         self.gate_value(v)
-        self.goals.append(self.rng.choice([f"The {metric} is in the \"{title}\" document.",
-                                           f"Look up the {metric} in our documents."]))
+        self.goals.append(self.rng.choice(goals))
 
     def clarify(self, st: dict[str, Any]) -> None:
         channels = [c["id"] for c in company(self.req.company).get("channels", [])

@@ -15,7 +15,7 @@ from coworkenv.runtime.run import run
 from coworkenv.training import export_sft
 from coworkenv.training.sft import SFTOptions, _rows, curriculum_order, train_sft
 
-from .test_sft_loss_mask import small_tokenizer
+from .test_sft_loss_mask import small_tokenizer, tiny_model
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -33,20 +33,12 @@ def test_the_order_draws_the_rows_a_run_sees_then_sorts_them_by_length() -> None
 
 
 def test_a_curriculum_run_trains_short_rows_first(tmp_path: Path) -> None:
-    from transformers import LlamaConfig, LlamaForCausalLM
-
     run(RunConfig(tasks=[ROOT / "examples/tasks"], agent="oracle", db=tmp_path / "a.db",
                   tools=["reference"]))
     export_sft(tmp_path / "a.db", tmp_path / "sft", eval_fraction=0.0)
     rows = _rows(tmp_path / "sft" / "train.jsonl")
     tok = small_tokenizer([json.dumps(r["messages"]) for r in rows])
-    model = LlamaForCausalLM(LlamaConfig(
-        vocab_size=len(tok), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-        num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=16384,
-        eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id))
-    model.save_pretrained(tmp_path / "tiny")
-    tok.save_pretrained(tmp_path / "tiny")
-    res = train_sft(str(tmp_path / "tiny"), tmp_path / "sft", tmp_path / "ckpt",
+    res = train_sft(str(tiny_model(tok, tmp_path / "tiny")), tmp_path / "sft", tmp_path / "ckpt",
                     SFTOptions(steps=3, batch_size=2, max_length=8192, curriculum=True,
                                measure_rows=0))
     seen = res["curriculum_tokens"]

@@ -58,6 +58,20 @@ def small_tokenizer(texts: list[str]) -> PreTrainedTokenizerFast:
     return t
 
 
+def tiny_model(tok: PreTrainedTokenizerFast, folder: Path) -> Path:  # type: ignore[type-arg]
+    """A one-layer random Llama for ``tok``, saved with it to ``folder``: a checkpoint to run
+    the plumbing on (training, generation), not to learn anything."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    model = LlamaForCausalLM(LlamaConfig(
+        vocab_size=len(tok), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+        num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=16384,
+        eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id))
+    model.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder
+
+
 def _trained(tok: PreTrainedTokenizerFast, row: dict) -> str:  # type: ignore[type-arg]
     return str(tok.decode([i for i in row["labels"] if i != -100]))
 

@@ -15,7 +15,7 @@ import pytest
 from coworkenv.runtime import RunConfig
 from coworkenv.runtime.run import run
 
-from .test_sft_loss_mask import small_tokenizer
+from .test_sft_loss_mask import small_tokenizer, tiny_model
 
 ROOT = Path(__file__).resolve().parents[2]
 spec = importlib.util.spec_from_file_location(
@@ -79,16 +79,8 @@ def test_outcomes() -> None:
 
 def test_it_runs_on_a_checkpoint(db: Path, tmp_path: Path,
                                  capsys: pytest.CaptureFixture[str]) -> None:
-    from transformers import LlamaConfig, LlamaForCausalLM
-
     contexts = probe.probes(db)
-    tok = small_tokenizer([json.dumps(p["messages"]) for p in contexts])
-    model = LlamaForCausalLM(LlamaConfig(
-        vocab_size=len(tok), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-        num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=16384,
-        eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id))
-    model.save_pretrained(tmp_path / "tiny")
-    tok.save_pretrained(tmp_path / "tiny")
+    tiny_model(small_tokenizer([json.dumps(p["messages"]) for p in contexts]), tmp_path / "tiny")
     report = probe.main(["--db", str(db), "--model", f"a={tmp_path / 'tiny'}",
                          "--model", f"b={tmp_path / 'tiny'}", "--max-new-tokens", "8"])
     assert json.loads(capsys.readouterr().out) == json.loads(json.dumps(report))
