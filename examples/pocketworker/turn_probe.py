@@ -100,11 +100,12 @@ def first_call(text: str) -> dict[str, Any] | None:
 
 
 def step_outcome(text: str, expected: list[Any]) -> str:
-    """Whether a generated turn calls the tool the oracle called next."""
-    call = first_call(text)
-    if call is None:
+    """Whether a generated turn calls the tool the oracle called next: the name its first
+    ``<tool_call>`` opens with (the call may be cut by ``--max-new-tokens``)."""
+    m = re.search(r'<tool_call>\s*\{\s*"name"\s*:\s*"([^"]*)"', text)
+    if m is None:
         return "no_call"
-    return "oracle_tool" if call.get("name") == expected[0] else "other_tool"
+    return "oracle_tool" if m.group(1) == expected[0] else "other_tool"
 
 
 def outcome(text: str, failed: list[Any]) -> str:

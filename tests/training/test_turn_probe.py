@@ -61,6 +61,8 @@ def test_step_contexts_end_before_each_oracle_action(db: Path) -> None:
         "oracle_tool"
     assert probe.step_outcome(call % "docs_read", ["docs_search", {}]) == "other_tool"
     assert probe.step_outcome("Sure, I will search.", ["docs_search", {}]) == "no_call"
+    cut = '<tool_call>\n{"name": "docs_search", "arguments": {"qu'  # (max-new-tokens)
+    assert probe.step_outcome(cut, ["docs_search", {}]) == "oracle_tool"
 
 
 def test_outcomes() -> None:
