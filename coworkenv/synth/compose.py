@@ -709,6 +709,7 @@ class Composer:
         r = self.report
         before: list[Spec] = []  # steps of the deliverable before ``step``
         told: Spec | None = None  # the user told it is done, when the deliverable is a document
+        replied = False  # the summary answers the user's emailed request
         if (values and not stale and self.clarified is None and "docs" in self.apps
                 and self.rng.random() < 0.3):  # the figures go into the user's tracker
             doc_id = f"doc-{self.tid[-5:]}-tracker"
@@ -766,7 +767,7 @@ class Composer:
             # as good as a reply)
             chk = {"kind": "email_sent", "to": r["to"], "sender": self.agent,
                    "body": {"contains": values, "must_not_contain": stale}}
-            self.replied = True
+            replied = True
         else:
             step = {"kind": "tool", "tool": "email_send", "args": {
                 "to": [r["to"]], "subject": "Summary", "body": f"Summary: {lines}."}}
@@ -792,7 +793,7 @@ class Composer:
             self.goals.append("Send me a summary with the figures when it's all done.")
         elif told is not None:
             pass  # (its goal is said above)
-        elif getattr(self, "replied", False):
+        elif replied:
             self.goals.append(self.rng.choice(["Reply to my email with the figures.",
                                                "Answer my email with the numbers."]))
         elif r["via"] == "chat":

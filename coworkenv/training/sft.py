@@ -175,11 +175,12 @@ def train_sft(model: str, data: Path, out: Path, options: SFTOptions | None = No
     ds = datasets.Dataset.from_list(tokenize(demonstrations, tok, template,
                                              data / "train.jsonl"))
     measured = {"train": ds.select(range(min(o.measure_rows, len(ds))))} if o.measure_rows else {}
-    order: list[int] | None = None
+    seen: list[int] | None = None  # (with a curriculum: tokens of each row, in training order)
     if o.curriculum:
-        order = curriculum_order([len(x) for x in ds["input_ids"]], o.steps * o.batch_size,
-                                 o.seed)
+        lengths = [len(x) for x in ds["input_ids"]]
+        order = curriculum_order(lengths, o.steps * o.batch_size, o.seed)
         ds = ds.select(order)
+        seen = [lengths[i] for i in order]
     if measured and held:
         measured["eval"] = datasets.Dataset.from_list(
             tokenize(held[:o.measure_rows], tok, template, data / "eval.jsonl"))
@@ -217,8 +218,8 @@ def train_sft(model: str, data: Path, out: Path, options: SFTOptions | None = No
     res: dict[str, Any] = {
         "losses": losses, "loss_before": before, "loss_after": after,
         "measured_rows": {k: len(v) for k, v in (trainer.eval_dataset or {}).items()}}
-    if order is not None:  # (tokens of each row, in the order trained, before truncation)
-        res["curriculum_tokens"] = [len(x) for x in ds["input_ids"]]
+    if seen is not None:  # (before truncation)
+        res["curriculum_tokens"] = seen
     (out / "coworkenv-sft.json").write_text(json.dumps({"model": model, "data": str(data),
                                                         "options": o.__dict__, **res},
                                                        indent=2))
