@@ -73,9 +73,29 @@ class MergeStats:
             "events_added", "runs_added", "tasks_added", "verified", "seconds", "per_shard")}
 
 
+def blank_store(path: str | Path) -> bool:
+    """Whether ``path`` is an SQLite file with no schema at all (version 0, no table): what a
+    writer leaves when it is killed between creating its file and committing its schema (a
+    Ray episode host killed as it starts). It holds no episode, so there is nothing to read
+    or merge in it. Another kind of file is not blank (opening it is what reports it)."""
+    try:
+        conn = sqlite3.connect(f"file:{Path(path).absolute()}?mode=ro", uri=True)
+    except sqlite3.Error:
+        return False
+    try:
+        (version,) = conn.execute("PRAGMA user_version").fetchone()
+        (tables,) = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return bool(version == 0 and tables == 0)
+    except sqlite3.DatabaseError:
+        return False
+    finally:
+        conn.close()
+
+
 def shard_files(sources: Iterable[str | Path]) -> list[Path]:
     """Store files named by ``sources``: files as given, folders as the ``*.db`` files they
-    hold (sorted); a name that is neither is an error."""
+    hold (sorted), leaving out blank ones (:func:`blank_store`); a name that is neither is an
+    error, as are sources whose files are all blank."""
     out: list[Path] = []
     for s in sources:
         p = Path(s)
@@ -88,6 +108,11 @@ def shard_files(sources: Iterable[str | Path]) -> list[Path]:
             out.append(p)
         else:
             raise NotFoundError(f"{p}: no such file or folder")
+    blank = [p for p in out if blank_store(p)]
+    if blank and len(blank) == len(out):
+        raise NotFoundError(f"{', '.join(map(str, blank))}: blank store file(s), nothing to "
+                            "read (no schema: their writers stopped before writing one)")
+    out = [p for p in out if p not in blank]
     seen: set[Path] = set()
     unique = []
     for p in out:

@@ -17,6 +17,7 @@ from coworkenv.runtime import RunConfig, run
 from coworkenv.store import (
     MAX_SHARDS,
     MergeConflictError,
+    NotFoundError,
     Reader,
     SchemaError,
     events_hash,
@@ -194,6 +195,28 @@ def test_eval_over_shards_equals_eval_over_their_merge(shards: list[Path],
     merged = json.loads(cli("merge", str(shards[0]), str(shards[1]), "--into",
                             str(tmp_path / "cli.db"), "--json"))
     assert merged["episodes_added"] == merged["verified"] == len(_episodes(into))
+
+
+def test_a_blank_shard_is_left_out(shards: list[Path], tmp_path: Path) -> None:
+    """A host killed between creating its shard and committing the schema leaves a file with
+    no schema: readers and merges leave it out; a folder of only such files is an error."""
+    d = tmp_path / "shards"
+    d.mkdir()
+    for f in shards:
+        shutil.copy(f, d / f.name)
+    blank = d / "host-0-vm-1.db"
+    sqlite3.connect(blank).execute("PRAGMA journal_mode=WAL").fetchone()  # file, no schema
+    assert blank.stat().st_size > 0
+    with Reader(d) as r:
+        assert len(r.shards) == 2 and str(blank) not in r.shards
+    stats = merge_stores([d], tmp_path / "m.db")
+    assert stats.shards == 2 and _episodes(tmp_path / "m.db") == _episodes(list(shards))
+    with pytest.raises(NotFoundError, match=r"host-0-vm-1\.db: blank store file"):
+        merge_stores([blank], tmp_path / "n.db")
+    bad = d / "other.db"  # a file of another kind is not blank: it is refused
+    bad.write_text("not a store")
+    with pytest.raises(SchemaError, match=r"other\.db: not an SQLite database"):
+        merge_stores([d], tmp_path / "o.db")
 
 
 def test_shard_readers_refuse_what_they_cannot_read(shards: list[Path],
