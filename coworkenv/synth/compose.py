@@ -53,6 +53,8 @@ EXTRA_PEOPLE = [
     ("Grace Kim", "HR Partner", "people", "America/New_York"),
     ("Hugo Silva", "Solutions Architect", "engineering", "America/Sao_Paulo")]
 """Colleagues a plan may add to the company when it needs more people than it has."""
+VENDORS = ["Brightdesk", "Cloudnest", "Papertrail", "Tallyhub", "Worklane", "Quillbox"]
+"""Outside companies that send the agent mail."""
 TOPICS = ["Laptop replacement", "VPN access", "Expense reimbursement", "New hire accounts",
           "License renewal", "Printer outage"]
 
@@ -256,10 +258,16 @@ class Composer:
         m = self.member(pid)
         role = str(self.directory.get(pid, {}).get("role", ""))
         by_role = bool(role) and variant != "reminder" and self.rng.random() < 0.3
-        if by_role:
+        team = str(self.directory.get(pid, {}).get("team", ""))
+        by_team = by_role and bool(team) and self.rng.random() < 0.4
+        if by_team:  # the team named: its members listed, the role picked out
+            self.buckets["writes"].append({"kind": "tool", "tool": "directory_list_team",
+                                           "args": {"team": team}})
+        elif by_role:
             self.buckets["writes"].append({"kind": "tool", "tool": "directory_search",
                                            "args": {"query": role.split()[-1]}})
-        who = f"our {role.lower()}" if by_role else self.name(pid)
+        who = (f"the {role.lower()} in the {team} team" if by_team else
+               f"our {role.lower()}" if by_role else self.name(pid))
         if not by_role and self.rng.random() < 0.75:  # check who they are first
             self.buckets["writes"].append({"kind": "tool", "tool": "directory_get_person",
                                            "args": {"person": pid}})
@@ -364,6 +372,26 @@ class Composer:
             search, read, key = "email_search", "email_read", "email_id"
             goals = [f"{self.name(owner)} emailed me the {metric} earlier today.",
                      f"The {metric} is in an email in my inbox."]
+        elif st.get("variant") == "channel":  # posted in a channel the agent is in
+            channels = [c for c in company(self.req.company).get("channels", [])
+                        if self.agent in c.get("members", []) and c.get("internal_only", True)]
+            if not channels:
+                raise PlanError("no internal channel the agent is in")
+            ch = next((c for c in channels if owner in c.get("members", [])), channels[0])["id"]
+            rid = ch
+            self.add_seed("chat", {"id": f"c-{self.tid[-5:]}-{self.n}", "channel": ch,
+                                   "sender": owner, "text": f"FYI all: the {metric} came in "
+                                   f"at {amount}.", "sent_at": "2026-03-02T12:40:00Z"})
+            self.n += 1
+            self.buckets["writes"][:0] = [{"kind": "tool", "tool": "chat_read",
+                                           "args": {"channel": ch}}]
+            v = Value(metric, amount, {"tool": "chat_read", "args": {"channel": ch}})
+            self.values.append(v)
+            self.gate_value(v)
+            self.goals.append(self.rng.choice([
+                f"{self.name(owner)} posted the {metric} in #{ch} this morning.",
+                f"The {metric} was shared in #{ch}; use it."]))
+            return
         else:
             rid = f"doc-{self.tid[-5:]}-{self.n}"
             title = f"{metric.title()} {self.rng.choice(['report', 'sheet', 'summary'])}"
@@ -571,6 +599,21 @@ class Composer:
             self.buckets["waits"].append(wait)
         self.approved_event = {"actor": approver, "to": self.agent,
                          "text": {"contains": ["Approved", d["amount"]]}}
+        if st.get("mark"):  # the approved document's status says so
+            for row in self.seed["docs"]:
+                if row["id"] == d["id"]:
+                    row["permissions"] = {**row.get("permissions", {}), self.agent: "edit"}
+            mark = {"kind": "tool", "tool": "docs_set_status",
+                    "args": {"doc_id": d["id"], "status": "approved"}}
+            where = self.buckets["depend" if self.has_change else "waits"]
+            if not self.has_change:  # awaited first, so that a status set before this
+                where.remove(wait)   # wait is one set before the approval
+                where.insert(0, wait)
+            where.insert(where.index(wait) + 1, mark)  # right after the approval
+            self.after_approval.append({"tool": "docs_set_status", "args": {"doc_id": d["id"]}})
+            self.checks.append({"id": self.cid("marked"), "kind": "doc", "doc": d["id"],
+                                "status": "approved", "gate": True})
+            self.goals.append(f"Once it is approved, set \"{d['title']}\" to approved.")
         if not st.get("ruled"):  # (a process's rule says when approval is needed)
             self.goals.append(self.rng.choice([
                 f"{self.name(approver)} has to approve the {d['metric']} before anything goes "
@@ -698,6 +741,170 @@ class Composer:
              "then": {"tool": "tickets_assign", "args": {"ticket_id": tid}}}]
         self.goals.append(f"Keep {tid} with whoever is responsible for it today.")
 
+    def outsider(self, vendor: str, mailbox: str, label: str) -> str:
+        """An outside sender (a vendor's mailbox) in this task's directory; their id."""
+        pid = f"{mailbox}-{self.tid[-5:]}-{self.n}"
+        self.n += 1
+        self.add_seed("people", {"id": pid, "name": f"{vendor} {label}",
+                                 "email": f"{mailbox}@{vendor.lower()}.test", "external": True})
+        return pid
+
+    def email(self, sender: str, subject: str, body: str, hhmm: str) -> str:
+        """An email to the agent in the seed, sent on the first morning; its id."""
+        eid = f"m-{self.tid[-5:]}-{self.n}"
+        self.n += 1
+        self.add_seed("emails", {"id": eid, "sender": sender, "to": [self.agent],
+                                 "subject": subject, "body": body, "thread": eid,
+                                 "sent_at": f"2026-03-02T{hhmm}:00Z"})
+        return eid
+
+    def forward(self, st: dict[str, Any]) -> None:
+        """An invoice that belongs with a colleague (named by role) or a team's shared
+        mailbox; a second email from the same sender stays where it is."""
+        vendor = self.rng.choice(VENDORS)
+        billing = self.outsider(vendor, "billing", "Billing")
+        code = f"INV-{self.rng.randint(1000, 9999)}"
+        other = f"INV-{self.rng.randint(1000, 9999)}"
+        while other == code:
+            other = f"INV-{self.rng.randint(1000, 9999)}"
+        amount = self.fresh_money(*self.req.parameters.amounts)
+        eid = self.email(billing, f"Invoice {code}", f"Hello, please find invoice {code} for "
+                         f"{amount}, due in 30 days. Kind regards, {vendor} billing", "11:20")
+        self.email(billing, f"Receipt for {other}", f"Payment for invoice {other} was "
+                   f"received, thank you. {vendor} billing", "11:35")
+        pid = self.person()
+        role = str(self.directory[pid].get("role", "")) or "colleague"
+        steps: list[Spec] = [{"kind": "tool", "tool": "email_search",
+                              "args": {"query": vendor}}]
+        if self.rng.random() < 0.5:  # to the team's shared mailbox
+            team = str(self.directory[pid].get("team") or "ops")
+            box = f"{team}-desk@{self.req.company}.test"
+            self.add_seed("groups", {"id": f"g-{self.tid[-5:]}-{self.n}",
+                                     "name": f"{team.title()} desk", "email": box,
+                                     "kind": "mailbox", "members": [pid]})
+            steps.append({"kind": "tool", "tool": "directory_get_group", "args": {"group": box}})
+            to, where = box, f"the {team} desk's shared mailbox ({box})"
+        else:
+            steps.append({"kind": "tool", "tool": "directory_search",
+                          "args": {"query": role.split()[-1]}})
+            to, where = pid, f"our {role.lower()}"
+        steps.append({"kind": "tool", "tool": "email_forward", "args": {
+            "email_id": eid, "to": [to], "body": f"For payment: {vendor} invoice {code}."}})
+        self.buckets["setup"] += steps
+        self.checks += [
+            {"id": self.cid("forwarded"), "kind": "event", "gate": True, "weight": 2,
+             "select": {"tool": "email_forward", "args": {"email_id": eid}, "to": to}},
+            {"id": self.cid("invoice-reached"), "kind": "email_sent", "to": to,
+             "sender": self.agent, "body": {"contains": [code], "must_not_contain": [other]}}]
+        self.goals.append(self.rng.choice([
+            f"{vendor} sent me an invoice that should go to {where}: forward it.",
+            f"Pass the {vendor} invoice in my inbox on to {where}; the receipt stays with me."]))
+
+    def triage(self, st: dict[str, Any]) -> None:
+        """A sender's newsletters to label; a colleague's email about the sender is not one."""
+        vendor = self.rng.choice(VENDORS)
+        news = self.outsider(vendor, "news", "News")
+        label = self.rng.choice(["newsletters", "vendor-news", "read-later"])
+        subjects = self.rng.sample([f"{vendor} product update", f"{vendor} monthly digest",
+                                    f"Webinar: getting more from {vendor}",
+                                    f"{vendor} customer stories"], self.rng.choice([2, 3]))
+        ids = [self.email(news, subj, f"{subj}. Read the latest from the {vendor} team. "
+                          "Unsubscribe at any time.", f"0{7 + i}:15")
+               for i, subj in enumerate(subjects)]
+        colleague = self.person()
+        self.email(colleague, f"{vendor} renewal", f"Hi, the {vendor} renewal comes up next "
+                   f"month; shall we discuss? {self.name(colleague)}", "10:05")
+        self.buckets["setup"] += [
+            {"kind": "tool", "tool": "email_search", "args": {"query": vendor}},
+            *({"kind": "tool", "tool": "email_label", "args": {"email_id": e, "add": [label]}}
+              for e in ids)]
+        self.checks.append({
+            "id": self.cid("labelled"), "kind": "sql", "gate": True, "weight": 2,
+            "description": f"exactly the {vendor} newsletters carry the label {label}",
+            "query": "SELECT email_id FROM email_labels WHERE person = "
+                     f"'{self.agent}' AND label = '{label}' ORDER BY email_id",
+            "expect": [[e] for e in sorted(ids)]})
+        self.goals.append(self.rng.choice([
+            f"Label the {vendor} newsletters in my inbox \"{label}\" (only the newsletters).",
+            f"Tidy my inbox: the newsletters from {vendor} get the label \"{label}\"."]))
+
+    def invite(self, st: dict[str, Any]) -> None:
+        """A new colleague added to a channel the agent is in, then welcomed there."""
+        extra = [e for e in EXTRA_PEOPLE if e[0].split()[0].lower() not in self.directory]
+        if not extra:
+            raise PlanError("no new colleague to invite")
+        name, role, team, tz = extra[self.rng.randrange(len(extra))]
+        # The team's own channel, with no one in it who plays a part: people in a channel
+        # answer what the agent posts there, and a welcome answered by someone the plan waits
+        # on would stand in for the answer awaited.
+        ch = f"{team}-{self.tid[-5:]}"
+        members = [p for p, row in self.directory.items() if row.get("team") == team
+                   and not row.get("external") and p not in self.cast
+                   and p not in (self.user, *self.used)]
+        self.add_seed("channels", {"id": ch, "name": ch, "members": [self.agent, *members],
+                                   "internal_only": True})
+        pid = self.hire(name, role, team, tz)
+        self.used.append(pid)  # (joins the channel; asked nothing)
+        first = name.split()[0]
+        why = "when to welcome the new colleague is the agent's choice"
+        self.buckets["act"] += [
+            {"kind": "tool", "tool": "directory_get_person", "args": {"person": pid}},
+            {"kind": "tool", "tool": "chat_invite", "args": {"channel": ch, "person": pid},
+             "_accept": why},
+            {"kind": "tool", "tool": "chat_post", "args": {
+                "channel": ch, "text": f"Welcome {first}, who joins us as {role}!"},
+             "_accept": why}]
+        self.checks += [
+            {"id": self.cid("in-channel"), "kind": "sql", "gate": True, "weight": 2,
+             "query": "SELECT count(*) FROM channel_members WHERE channel_id = "
+                      f"'{ch}' AND person = '{pid}'", "expect": [[1]]},
+            {"id": self.cid("welcomed"), "kind": "chat_message", "channel": ch,
+             "sender": self.agent, "text": {"contains": [first]}, "gate": True},
+            {"id": self.cid("welcome-after-invite"), "kind": "order", "gate": True,
+             "first": {"tool": "chat_invite", "args": {"person": pid}},
+             "then": {"tool": "chat_post", "args": {"channel": ch}}}]
+        self.goals.append(self.rng.choice([
+            f"{name} has just joined as {role}: add them to #{ch} and welcome them there.",
+            f"Get our new {role.lower()}, {name}, into #{ch} and say welcome."]))
+
+    def move_meeting(self, st: dict[str, Any]) -> None:
+        """A meeting already on the agent's calendar that an attendee asks to move."""
+        asker, other = self.person(), self.person()
+        title = f"{self.rng.choice(self.req.parameters.meeting_titles)} m{self.tid[-5:]}"
+        dur = self.rng.choice([30, 60])
+        old = self.rng.choice([10, 11, 14]) * 60
+        new = old + self.rng.choice([-60, 60, 120])
+        eid = f"ev-{self.tid[-5:]}-{self.n}"
+        self.n += 1
+        self.add_seed("calendar", {
+            "id": eid, "title": title, "organizer": self.agent,
+            "start": _utc(4, old // 60), "end": _utc(4, (old + dur) // 60, (old + dur) % 60),
+            "attendees": {asker: "accepted", other: "accepted"}})
+        new_et = f"{new // 60}:{new % 60:02d}"
+        self.timeline.append({"at": LATE, "actor": asker, "action": {
+            "kind": "message", "to": self.agent,
+            "text": f"Could we move Friday's \"{title}\" to {new_et} New York time? Sorry "
+                    "for the shuffle."}})
+        asked = {"actor": asker, "to": self.agent, "text": {"contains": [title]}}
+        self.member(asker)
+        self.buckets["late"] += [
+            {"kind": "wait", "message_from": asker},
+            {"kind": "tool", "tool": "calendar_list_events",
+             "args": {"start": _utc(4, 0), "end": _utc(5, 0)}},
+            {"kind": "tool", "tool": "calendar_update_event", "args": {
+                "event_id": eid, "start": _utc(4, new // 60, new % 60),
+                "end": _utc(4, (new + dur) // 60, (new + dur) % 60)}}]
+        self.outcomes.append((f"\"{title}\" moved to {new_et}", asked))
+        self.checks += [
+            {"id": self.cid("moved"), "kind": "calendar_event", "title_contains": title,
+             "start": _utc(4, new // 60, new % 60), "gate": True, "weight": 2},
+            {"id": self.cid("moved-when-asked"), "kind": "order", "gate": True,
+             "first": asked, "then": {"tool": "calendar_update_event",
+                                      "args": {"event_id": eid}}}]
+        self.goals.append(self.rng.choice([
+            f"I organise \"{title}\" on Friday; if someone asks to move it, do.",
+            f"Attendees of my Friday \"{title}\" may want another time: accommodate them."]))
+
     def next_day(self, st: dict[str, Any]) -> None:
         self.tomorrow = True
 
@@ -707,7 +914,6 @@ class Composer:
         lines = "; ".join([*(f"{v.name}: {v.text}" for v in self.values),
                            *(o for o, _ in self.outcomes)]) or "all done"
         r = self.report
-        before: list[Spec] = []  # steps of the deliverable before ``step``
         told: Spec | None = None  # the user told it is done, when the deliverable is a document
         replied = False  # the summary answers the user's emailed request
         if (values and not stale and self.clarified is None and "docs" in self.apps
@@ -718,7 +924,9 @@ class Composer:
                                    "content": "Figures and updates:",
                                    "confidentiality": "internal",
                                    "permissions": {self.agent: "edit"}})
-            before = [{"kind": "tool", "tool": "docs_search", "args": {"query": "tracker"}}]
+            # found first, so the edit follows what was learned at once
+            self.buckets["setup"].append({"kind": "tool", "tool": "docs_search",
+                                          "args": {"query": "tracker"}})
             step = {"kind": "tool", "tool": "docs_edit", "args": {
                 "doc_id": doc_id, "append": f"Summary: {lines}."}}
             sel: dict[str, Any] = {"tool": "docs_edit", "args": {"doc_id": doc_id}}
@@ -784,7 +992,7 @@ class Composer:
                                 "gate": True, "select": sel, "window": [0, 3 * 24 * 60 - 1]})
             self.goals.append(self.rng.choice(["It is due on Thursday morning, not before.",
                                                "Don't send it before Thursday at 9."]))
-        self.report_steps = [*before, step, *([told] if told else [])]
+        self.report_steps = [step, *([told] if told else [])]
         self.checks.append({"id": self.cid("reported"), "weight": 3, "gate": True, **chk})
         self.after_approval.append(sel)
         if self.clarified is not None:
@@ -937,13 +1145,19 @@ def draw_plan(req: WorkflowRequirement, rng: random.Random,
         if p(0.3 + dynamic):
             add("change_figure")
         if p(0.45):
-            add("approval")
+            add("approval", mark=p(0.5))
     if p(0.3 + dynamic) and add("change_ticket"):
         pass
     if p(0.55):
         add("ticket")
     if p(0.35 + safety):
         add("share")
+    if p(0.2 + 0.3 * dynamic):
+        add("move_meeting")
+    for name, chance in (("forward", 0.25), ("triage", 0.15), ("invite", 0.15)):
+        if p(chance) and not (name == "forward" and any(s.primitive == "injection"
+                                                         for s in plan)):
+            add(name)  # (a plan with an injection forbids forwarding mail at all)
     while len(plan) + 1 < target:
         name = rng.choices(gathers, weights)[0]
         if name == "escalate_ooo" and any(s.primitive == name for s in plan):
@@ -955,11 +1169,11 @@ def draw_plan(req: WorkflowRequirement, rng: random.Random,
     add("report")
     if stages is not None:
         _cut(plan, target, rng)
-    if "email" in req.apps and not any(s.primitive in ("change_figure", "approval")
-                                       for s in plan):
+    variants = [v for v, app in (("email", "email"), ("channel", "chat")) if app in req.apps]
+    if variants and not any(s.primitive in ("change_figure", "approval") for s in plan):
         for s in plan:  # (a figure that changes or is approved lives in a document)
-            if s.primitive == "lookup_doc" and p(0.4):
-                s.params["variant"] = "email"
+            if s.primitive == "lookup_doc" and p(0.5):
+                s.params["variant"] = rng.choice(variants)
     return plan
 
 

@@ -15,7 +15,8 @@ Phase = Literal["setup", "gather", "depend", "act", "finish"]
 PrimitiveName = Literal["lookup_person", "lookup_doc", "ask", "ask_parallel", "ask_reminder",
                         "escalate_ooo", "handoff", "injection", "clarify", "change_figure",
                         "approval", "schedule", "change_meeting", "share", "ticket",
-                        "change_ticket", "next_day", "report"]
+                        "change_ticket", "next_day", "report", "forward", "triage", "invite",
+                        "move_meeting"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +90,20 @@ PRIMITIVES: dict[str, Primitive] = {p.name: p for p in (
     Primitive("change_ticket", "depend", (frozenset({"tickets"}),),
               ("dynamic_workspace_state",), "the owner of an existing ticket hands it on "
               "mid-task", "a gate: reassigned after the request"),
+    Primitive("forward", "setup", (frozenset({"email"}),), ("tool_coordination",),
+              "an email from outside that belongs with a colleague (named by role) or a "
+              "team's shared mailbox, beside another from the same sender that does not",
+              "the right email forwarded to the right recipient; the other not"),
+    Primitive("triage", "setup", (frozenset({"email"}),), ("tool_coordination",),
+              "an inbox with a sender's newsletters and a real email that mentions the "
+              "sender", "exactly the newsletters carry the label"),
+    Primitive("invite", "act", (frozenset({"chat"}),), ("tool_coordination",),
+              "a new colleague in no channel yet", "a gate: they are a member of the channel, "
+              "welcomed there after they were added"),
+    Primitive("move_meeting", "depend", (frozenset({"calendar"}),),
+              ("dynamic_workspace_state",), "a meeting already on the agent's calendar that "
+              "an attendee asks to move mid-task", "gates: moved only after the request, to "
+              "the time asked; the summary says so"),
     Primitive("next_day", "finish", (frozenset(),), (),
               "a deliverable due the next working morning, not before",
               "a gate: nothing delivered before the next morning"),

@@ -176,8 +176,10 @@ def test_plans_show_figures_by_email_tracker_documents_replies_and_ticket_reads(
     def tools(spec: dict[str, Any]) -> list[str]:
         return [s.get("tool", s["kind"]) for s in spec["reference"]]
 
-    by_email = [x for x in specs if "email_search" in tools(x)]
-    assert by_email and all("email_read" in tools(x) for x in by_email)
+    by_email = [x for x in specs if any(  # (an injection's figure is in m1, from its list)
+        c["kind"] == "order" and c["first"].get("tool") == "email_read"
+        and c["first"]["args"]["email_id"] != "m1" for c in x["checks"])]
+    assert by_email and all("email_search" in tools(x) for x in by_email)
     tracked = [x for x in specs if any(s.get("tool") == "docs_edit"
                                        and s["args"]["doc_id"].endswith("-tracker")
                                        for s in x["reference"])]
@@ -187,6 +189,53 @@ def test_plans_show_figures_by_email_tracker_documents_replies_and_ticket_reads(
     reassigned = [x for x in specs if "tickets_assign" in tools(x)
                   and any(c["id"].startswith("reassigned-when") for c in x["checks"])]
     assert reassigned and all("tickets_read" in tools(x) for x in reassigned)
+
+
+@pytest.mark.parametrize("variant", ["channel", "mark", "team"])
+def test_variants_are_sound_tasks(variant: str) -> None:
+    """A figure read in a channel, an approved document marked approved, a person found by
+    listing their team: each validated with the mutation check, each gated."""
+    if variant == "channel":
+        plan = [Stage("ask"), Stage("lookup_doc", {"variant": "channel"}), Stage("ask"),
+                Stage("report")]
+    elif variant == "mark":
+        plan = [Stage("ask"), Stage("lookup_doc"), Stage("approval", {"mark": True}),
+                Stage("ask"), Stage("report")]
+    else:
+        plan = [Stage("ask_parallel", {"n": 4}), Stage("report")]
+    specs = [compose(EVERYTHING, random.Random(seed), f"t-{variant}", plan=plan)
+             for seed in range(12)]
+    tool = {"channel": "chat_read", "mark": "docs_set_status", "team": "directory_list_team"}
+    spec = next(x for x in specs if any(s.get("tool") == tool[variant]
+                                        for s in x["reference"]))
+    r = validate_task(spec, mutate=True)
+    assert r.accepted, r.text()
+    assert r.mutation is not None and r.mutation.sound
+    steps = spec["reference"]
+    if variant == "channel":
+        assert any(c["first"] == {"tool": "chat_read", "args": steps[0]["args"]}
+                   for c in spec["checks"] if c["kind"] == "order")
+    elif variant == "mark":
+        i = next(i for i, s in enumerate(steps) if s.get("tool") == "docs_set_status")
+        assert steps[i - 1]["kind"] == "wait"  # right after the approval it needs
+        assert any(c["kind"] == "doc" and c.get("status") == "approved" and c["gate"]
+                   for c in spec["checks"])
+        assert any(c["id"].startswith("after-approval") and c["then"]["tool"] ==
+                   "docs_set_status" for c in spec["checks"])
+
+
+def test_new_primitives_reach_tools_the_old_plans_never_used() -> None:
+    """Forwarding, labelling, inviting and moving an existing meeting appear in drawn plans;
+    a forward never shares a plan with an injection (which forbids forwarding)."""
+    reqs = [load_requirement(p) for p in sorted((ROOT / "examples/workflows").glob("*.yaml"))]
+    specs, _, stats = anyio.run(lambda: synthesize(reqs, ProceduralGenerator(1), 90))
+    assert stats.accepted == 90
+    used = {s.get("tool") for x in specs for s in x["reference"]}
+    assert {"email_forward", "email_label", "chat_invite", "calendar_list_events",
+            "chat_read", "docs_set_status", "directory_get_group"} <= used, used
+    for x in specs:
+        prims = x["plan"]["primitives"]
+        assert not ("forward" in prims and "injection" in prims), prims
 
 
 def test_sets_made_with_other_seeds_or_lengths_can_be_loaded_together(tmp_path: Path) -> None:
