@@ -4,6 +4,7 @@ hours and triggered actions, as the task's cast describes them."""
 from __future__ import annotations
 
 import copy
+import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -135,6 +136,9 @@ class ScriptedPerson(Actor):
         question, channel = self._question(envelope)
         if question is None or not self.member.response.available:
             return
+        if channel is not None and channel.get("via") == "chat" and not channel.get("dm") \
+                and not self._addressed(question, ctx):
+            return  # a channel post to everyone: only who is named, or knows, answers
         away = self._away(ctx)
         if away is not None:
             self._reply(away, ctx, 60.0, channel)
@@ -159,6 +163,20 @@ class ScriptedPerson(Actor):
             self._reply(text, ctx, delay, channel)
             if self.role == "user" and SATISFIED in text:
                 ctx.send("kernel", "satisfied", {"from": self.member.person}, delay=delay)
+
+    def _addressed(self, text: str, ctx: ActorContext) -> bool:
+        """Whether a channel post is for this person: it names them (id, first or full name)
+        or asks about something they know or act on (a fact's or a trigger's keywords)."""
+        low = text.lower()
+        me = self.member.person
+        person = ctx.workspace.people.get(me)
+        names = {me, *([person.name, person.name.split()[0]] if person and person.name
+                       else [])}
+        if any(re.search(rf"(?<!\w){re.escape(n.lower())}(?!\w)", low) for n in names if n):
+            return True  # (an @mention too)
+        keys = [k for f in self.member.facts for k in f.keywords]
+        keys += [k for t in self.member.triggers for k in t.asked or ()]
+        return any(k.lower() in low for k in keys)
 
     def _reads_workspace(self, question: str) -> bool:
         low = question.lower()

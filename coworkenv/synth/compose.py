@@ -834,9 +834,9 @@ class Composer:
         if not extra:
             raise PlanError("no new colleague to invite")
         name, role, team, tz = extra[self.rng.randrange(len(extra))]
-        # The team's own channel, with no one in it who plays a part: people in a channel
-        # answer what the agent posts there, and a welcome answered by someone the plan waits
-        # on would stand in for the answer awaited.
+        # The team's own channel, with no one in it who plays a part: a welcome that named
+        # someone the plan waits on would be answered, and that answer would stand in for the
+        # one awaited.
         ch = f"{team}-{self.tid[-5:]}"
         members = [p for p, row in self.directory.items() if row.get("team") == team
                    and not row.get("external") and p not in self.cast

@@ -127,6 +127,34 @@ def test_out_of_office_auto_reply_then_the_real_answer(tmp_path: Path) -> None:
     assert res.sim_time == pytest.approx((240 + 5) * 60)  # the auto reply came at once
 
 
+def test_in_a_channel_only_who_is_named_or_knows_answers(tmp_path: Path) -> None:
+    """A post to everyone in #ops (maya, leo, sam) is answered by nobody; one that names Sam,
+    or asks what Leo knows, by that person only; a direct message always gets an answer."""
+    cast = [{"person": p, "response": {"delay_minutes": [5, 5], "working_hours": None},
+             "facts": facts} for p, facts in (
+                 ("leo", [{"key": "f", "value": "The travel spend is $900.",
+                           "keywords": ["travel spend"]}]), ("sam", []))]
+    post = [{"kind": "tool", "tool": "chat_post", "args": {"channel": "ops", "text": t}}
+            for t in ("Morning all, the office is closed on Friday.",
+                      "@sam could you check the printer?",
+                      "Does anyone have the travel spend?")]
+    dm = {"kind": "tool", "tool": "chat_send_dm", "args": {"to": "sam", "text": "Lunch?"}}
+    t = make(coworkers=cast, reference=[*post, dm, {"kind": "wait", "minutes": 60},
+                                        {"kind": "finish"}])
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    (res,) = run_sync([t], tmp_path / "x.db", agent=lambda t: OracleAgent(list(t.reference)))
+    from coworkenv.store import Reader
+
+    with Reader(tmp_path / "x.db") as r:
+        said = [(e.actor, e.payload["tool"], e.payload["arguments"].get("text", ""))
+                for e in r.events(res.episode_id) if e.kind == "tool_call"
+                and e.actor != "agent"]
+    assert sorted(said) == sorted([
+        ("sam", "chat_post", "Sorry, I don't know about that."),  # named
+        ("leo", "chat_post", "The travel spend is $900."),  # knows
+        ("sam", "chat_send_dm", "Sorry, I don't know about that.")])  # a DM
+
+
 # conditional replies ----------------------------------------------------------------------
 APPROVER = {
     "person": "leo", "response": {"delay_minutes": [1, 1], "working_hours": None},
