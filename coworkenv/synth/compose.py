@@ -362,36 +362,26 @@ class Composer:
         amount = self.money("lookup_doc")
         owner = self.person()
         if st.get("variant") == "email":  # the figure came by email: search the inbox, read it
-            rid = f"m-{self.tid[-5:]}-{self.n}"
-            self.n += 1
-            self.add_seed("emails", {"id": rid, "sender": owner, "to": [self.agent],
-                                     "subject": f"{metric.capitalize()} figure",
-                                     "body": f"Hi, for your records: the {metric} is {amount}. "
-                                             f"{self.name(owner)}",
-                                     "thread": rid, "sent_at": "2026-03-02T12:50:00Z"})
-            search, read, key = "email_search", "email_read", "email_id"
+            rid = self.email(owner, f"{metric.capitalize()} figure", f"Hi, for your records: "
+                             f"the {metric} is {amount}. {self.name(owner)}", "12:50")
+            steps: list[Spec] = [{"kind": "tool", "tool": "email_search",
+                                  "args": {"query": metric.split()[-1]}},
+                                 {"kind": "tool", "tool": "email_read",
+                                  "args": {"email_id": rid}}]
             goals = [f"{self.name(owner)} emailed me the {metric} earlier today.",
                      f"The {metric} is in an email in my inbox."]
         elif st.get("variant") == "channel":  # posted in a channel the agent is in
-            channels = [c for c in company(self.req.company).get("channels", [])
-                        if self.agent in c.get("members", []) and c.get("internal_only", True)]
+            channels = self.channels()
             if not channels:
                 raise PlanError("no internal channel the agent is in")
             ch = next((c for c in channels if owner in c.get("members", [])), channels[0])["id"]
-            rid = ch
             self.add_seed("chat", {"id": f"c-{self.tid[-5:]}-{self.n}", "channel": ch,
                                    "sender": owner, "text": f"FYI all: the {metric} came in "
                                    f"at {amount}.", "sent_at": "2026-03-02T12:40:00Z"})
             self.n += 1
-            self.buckets["writes"][:0] = [{"kind": "tool", "tool": "chat_read",
-                                           "args": {"channel": ch}}]
-            v = Value(metric, amount, {"tool": "chat_read", "args": {"channel": ch}})
-            self.values.append(v)
-            self.gate_value(v)
-            self.goals.append(self.rng.choice([
-                f"{self.name(owner)} posted the {metric} in #{ch} this morning.",
-                f"The {metric} was shared in #{ch}; use it."]))
-            return
+            steps = [{"kind": "tool", "tool": "chat_read", "args": {"channel": ch}}]
+            goals = [f"{self.name(owner)} posted the {metric} in #{ch} this morning.",
+                     f"The {metric} was shared in #{ch}; use it."]
         else:
             rid = f"doc-{self.tid[-5:]}-{self.n}"
             title = f"{metric.title()} {self.rng.choice(['report', 'sheet', 'summary'])}"
@@ -400,20 +390,25 @@ class Composer:
                    "confidentiality": "internal", "permissions": {self.agent: "view"}}
             self.add_seed("docs", doc)
             self.docs.append({**doc, "metric": metric, "amount": amount})
-            search, read, key = "docs_search", "docs_read", "doc_id"
+            steps = [{"kind": "tool", "tool": "docs_search",
+                      "args": {"query": metric.split()[-1]}},
+                     {"kind": "tool", "tool": "docs_read", "args": {"doc_id": rid}}]
             goals = [f"The {metric} is in the \"{title}\" document.",
                      f"Look up the {metric} in our documents."]
-        self.buckets["writes"][:0] = [
-            {"kind": "tool", "tool": search, "args": {"query": metric.split()[-1]}},
-            {"kind": "tool", "tool": read, "args": {key: rid}}]
-        v = Value(metric, amount, {"tool": read, "args": {key: rid}})
+        self.buckets["writes"][:0] = steps
+        read = steps[-1]  # the figure is learned from the last step
+        v = Value(metric, amount, {"tool": read["tool"], "args": dict(read["args"])})
         self.values.append(v)
         self.gate_value(v)
         self.goals.append(self.rng.choice(goals))
 
+    def channels(self) -> list[Spec]:
+        """The company's internal channels the agent is a member of."""
+        return [c for c in company(self.req.company).get("channels", [])
+                if self.agent in c.get("members", []) and c.get("internal_only", True)]
+
     def clarify(self, st: dict[str, Any]) -> None:
-        channels = [c["id"] for c in company(self.req.company).get("channels", [])
-                    if self.agent in c.get("members", []) and c.get("internal_only", True)]
+        channels = [c["id"] for c in self.channels()]
         if "chat" in self.apps and channels:
             dest = self.rng.choice(channels)
             answer = f"Post it in #{dest}, please."
