@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -62,21 +63,36 @@ def checkpointing(config: type, on: bool) -> dict[str, bool]:
 
 
 def prepare_model(model: str, cache: Path | None = None) -> str:
-    """A folder (or hub id) transformers can train: GGUF files are converted once."""
+    """A folder (or hub id) transformers can train: GGUF files are converted once.
+
+    The conversion is written to a folder of its own and renamed into place, so processes that
+    start from the same file at once (an evaluation server beside a training run) each see
+    either no conversion or a whole one."""
     p = Path(model)
     if p.suffix != ".gguf":
         return model
     dest = (cache or p.parent) / f"{p.stem}-hf"
     if (dest / "config.json").exists():
         return str(dest)
+    if dest.exists():
+        raise OSError(f"{dest}: a folder without config.json is where the conversion of {p} "
+                      "goes (an interrupted conversion?); remove it")
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     m = AutoModelForCausalLM.from_pretrained(str(p.parent), gguf_file=p.name)
     if getattr(m, "hf_quantizer", None) is not None:
         m.hf_quantizer.remove_quantization_config(m)
     tok = AutoTokenizer.from_pretrained(str(p.parent), gguf_file=p.name)
-    m.save_pretrained(dest)
-    tok.save_pretrained(dest)
+    part = dest.with_name(f"{dest.name}.part-{os.getpid()}")
+    shutil.rmtree(part, ignore_errors=True)
+    m.save_pretrained(part)
+    tok.save_pretrained(part)
+    try:
+        part.rename(dest)
+    except OSError:  # another process's conversion came first: it is whole, keep it
+        shutil.rmtree(part, ignore_errors=True)
+        if not (dest / "config.json").exists():
+            raise
     return str(dest)
 
 
