@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# PocketWorker recipe v1.4 on one H200 (see RECIPE.md): teacher runs -> SFT -> GRPO on live
+# PocketWorker recipe v1.5 on one H200 (see RECIPE.md): teacher runs -> SFT -> GRPO on live
 # episodes -> each checkpoint served and evaluated (pass@k / pass^k) as soon as it exists.
 # Needs: a CUDA torch and `pip install -e '.[train]'` (add `[vllm]` for SERVER=vllm and
 # USE_VLLM=1), the models on local disk or in a hub cache.
@@ -45,8 +45,11 @@ SERVER=${SERVER:-vllm}                        # evaluation server: vllm, or cowo
                                               # serve`: transformers, batched; no vLLM needed)
 PREPARE_ONLY=${PREPARE_ONLY:-0}               # 1: stop after the CPU stages (synthesis, teacher, export),
                                               # e.g. to bring WORK to an offline host (offline_bundle.sh)
+PARALLEL=${PARALLEL:-0}                       # 1: each checkpoint's evaluation runs beside the next
+                                              # training stage on the same GPU (SERVER=coworkenv: a
+                                              # server takes a few GB; vLLM's takes most of the GPU)
 DEVICE=${DEVICE:-gpu}                         # cpu: the same script on CPU, to check it before a lease
-PORT=${PORT:-8000}
+PORT=${PORT:-8000}                            # evaluation servers: PORT (base), PORT+1 (SFT), PORT+2 (GRPO)
 DB=$WORK/pocketworker.db
 mkdir -p "$WORK"
 
@@ -54,16 +57,16 @@ accel=(--gpu); serve_device=cuda
 if [ "$DEVICE" = cpu ]; then accel=(); serve_device=cpu; USE_VLLM=0; SERVER=coworkenv; fi
 seconds() { local ms=$(( ($(date +%s%N) - $1) / 1000000 )); printf '%d.%03d' $((ms / 1000)) $((ms % 1000)); }
 started=$(date +%s%N)
-stage() {  # stage NAME COMMAND...: run it, record its wall time
+stage() {  # stage NAME COMMAND...: run it, record its wall time (a failed one's: none)
   local name=$1 t0; shift; t0=$(date +%s%N)
   printf '\n== %s\n' "$name"
-  "$@"
+  "$@" || return $?
   printf '%s\t%s\n' "$name" "$(seconds "$t0")" | tee -a "$WORK/timings.tsv"
 }
-wait_for() {  # the server's /v1/models answers (its pid: $1)
+wait_for() {  # wait_for PID PORT OUT: the server's /v1/models answers (written to OUT)
   for _ in $(seq 1 900); do
     python3 -c "import sys, urllib.request as u; sys.stdout.write(u.urlopen(sys.argv[1]).read().decode())" \
-      "http://127.0.0.1:$PORT/v1/models" > "$WORK/served.json" 2>/dev/null && return 0
+      "http://127.0.0.1:$2/v1/models" > "$3" 2>/dev/null && return 0
     kill -0 "$1" 2>/dev/null || return 1
     sleep 1
   done
@@ -92,7 +95,7 @@ if [ ! -s "$WORK/data/sft/train.jsonl" ]; then
   stage teacher-oracle $CW run "${tasks[@]}" --agent oracle --trials "$TRIALS" --faults 0.15 --slips "$SLIPS" --tools "$TOOLS" --db "$DB" --run-id teacher-oracle --quiet
   if [ -n "$TEACHER" ]; then
     vllm serve "$TEACHER" --port "$PORT" --enable-auto-tool-choice --tool-call-parser hermes \
-      --gpu-memory-utilization 0.85 > "$WORK/teacher.log" 2>&1 & srv=$!; wait_for $srv
+      --gpu-memory-utilization 0.85 > "$WORK/teacher.log" 2>&1 & srv=$!; wait_for $srv "$PORT" "$WORK/served-teacher.json"
     stage teacher-model $CW run "${tasks[@]}" --agent "teacher:openai:$TEACHER" --base-url "http://127.0.0.1:$PORT/v1" \
       --tools "$TOOLS" --trials "$TRIALS" --model-concurrency 64 --concurrency 256 --db "$DB" --run-id teacher-model --quiet
     kill $srv; wait $srv || true
@@ -113,29 +116,43 @@ fi
 evaluated=("${tasks[@]}" --families "$HELD_OUT"); sets=()
 if [ -n "$EVAL_TASKS" ]; then evaluated=(--tasks "$EVAL_TASKS"); sets=(--set "evaluated=$EVAL_TASKS"); fi
 if [ -n "$EVAL_ONLY" ]; then IFS=, read -ra ids <<< "$EVAL_ONLY"; for id in "${ids[@]}"; do evaluated+=(--only "$id"); done; fi
-evaluate() {  # evaluate NAME PATH
-  local name=$1 path=$2 srv
+# Each evaluation has its own port and store (WORK/eval-NAME.db), so evaluations can run beside
+# training and each other; `coworkenv eval` reads several stores at once.
+evaluate() {  # evaluate NAME PATH PORT
+  local name=$1 path=$2 port=$3 srv db=$WORK/eval-$1.db
   if [ -s "$WORK/eval-$name.done" ]; then return 0; fi
   if [ "$SERVER" = vllm ]; then
-    vllm serve "$path" --served-model-name "pocketworker-$name" --port "$PORT" --enable-auto-tool-choice \
+    vllm serve "$path" --served-model-name "pocketworker-$name" --port "$port" --enable-auto-tool-choice \
       --tool-call-parser hermes --gpu-memory-utilization 0.85 > "$WORK/serve-$name.log" 2>&1 & srv=$!
   else
-    $CW serve --model "$path" --name "pocketworker-$name" --port "$PORT" --device "$serve_device" \
+    $CW serve --model "$path" --name "pocketworker-$name" --port "$port" --device "$serve_device" \
       --max-batch 256 > "$WORK/serve-$name.log" 2>&1 & srv=$!
   fi
-  wait_for $srv || { cat "$WORK/serve-$name.log"; return 1; }
-  mv "$WORK/served.json" "$WORK/served-$name.json"
+  wait_for $srv "$port" "$WORK/served-$name.json" || { cat "$WORK/serve-$name.log"; return 1; }
   stage "eval-$name" $CW run "${evaluated[@]}" --agent "openai:pocketworker-$name" \
-    --base-url "http://127.0.0.1:$PORT/v1" --tools "$TOOLS" --trials "$EVAL_TRIALS" \
+    --base-url "http://127.0.0.1:$port/v1" --tools "$TOOLS" --trials "$EVAL_TRIALS" \
     --max-turns "$EVAL_MAX_TURNS" --max-tokens "$EVAL_MAX_TOKENS" --model-timeout 1800 \
-    --model-concurrency 256 --concurrency 256 --db "$DB" --run-id "eval-$name" --quiet \
+    --model-concurrency 256 --concurrency 256 --db "$db" --run-id "eval-$name" --quiet \
     || { kill $srv; return 1; }
   kill $srv; wait $srv 2>/dev/null || true
-  $CW eval --db "$DB" --run "eval-$name" --k "$EVAL_TRIALS" "${sets[@]}" --out "$WORK"
+  $CW eval --db "$db" --run "eval-$name" --k "$EVAL_TRIALS" "${sets[@]}" --out "$WORK"
   date > "$WORK/eval-$name.done"
 }
+compare() {  # compare A B: B - A paired by task
+  $CW eval --db "$WORK/eval-$1.db" --db "$WORK/eval-$2.db" --compare "eval-$1" "eval-$2" "${sets[@]}" --out "$WORK"
+}
+beside=()  # PARALLEL=1: evaluations running beside training (their pids)
+evaluate_beside() {  # evaluate NAME PATH PORT, in the background when PARALLEL=1
+  if [ "$PARALLEL" = 1 ]; then evaluate "$@" & beside+=($!); else evaluate "$@"; fi
+}
+evaluations_done() {  # wait for the background evaluations; fail if one failed
+  local pid failed=0
+  for pid in "${beside[@]}"; do wait "$pid" || failed=1; done
+  beside=(); return $failed
+}
+trap 'if [ ${#beside[@]} -gt 0 ]; then wait "${beside[@]}" || true; fi' EXIT  # (a failed stage leaves them be)
 
-evaluate base "$STUDENT"
+evaluate_beside base "$STUDENT" "$PORT"
 
 # 3. SFT (full fine-tune, bf16 on the GPU)
 if [ ! -s "$WORK/ckpt/sft/config.json" ]; then
@@ -143,8 +160,8 @@ if [ ! -s "$WORK/ckpt/sft/config.json" ]; then
     --steps "$SFT_STEPS" --batch-size "$SFT_BATCH" --max-length "$SFT_MAX_LENGTH" --truncation "$SFT_TRUNCATION" "${curriculum[@]}" \
     --learning-rate "$SFT_LR"
 fi
-evaluate sft "$WORK/ckpt/sft"
-$CW eval --db "$DB" --compare eval-base eval-sft "${sets[@]}" --out "$WORK"
+evaluate_beside sft "$WORK/ckpt/sft" $((PORT + 1))
+if [ "$PARALLEL" != 1 ]; then compare base sft; fi
 
 # 4. GRPO: rollouts are live episodes of the training families (vLLM colocated when USE_VLLM=1)
 if [ "$GRPO_STEPS" -gt 0 ]; then
@@ -157,7 +174,12 @@ if [ "$GRPO_STEPS" -gt 0 ]; then
       --steps "$GRPO_STEPS" --batch-size "$GRPO_BATCH" --num-generations "$GRPO_GENERATIONS" \
       --max-completion-length "$GRPO_COMPLETION" --tools "$TOOLS" --max-tool-calls "$GRPO_TOOL_CALLS" --learning-rate "$GRPO_LR" --reward-weights "$GRPO_WEIGHTS"
   fi
-  evaluate grpo "$WORK/ckpt/grpo"
-  $CW eval --db "$DB" --compare eval-base eval-grpo "${sets[@]}" --out "$WORK"
+fi
+evaluations_done
+if [ "$PARALLEL" = 1 ]; then compare base sft; fi
+if [ "$GRPO_STEPS" -gt 0 ]; then
+  evaluate grpo "$WORK/ckpt/grpo" $((PORT + 2))
+  compare base grpo
+  compare sft grpo
 fi
 printf 'total\t%s\n' "$(seconds "$started")" | tee -a "$WORK/timings.tsv"
