@@ -135,6 +135,11 @@ def synth(
         metavar="LO-HI", help="Plan length of the procedural generator, in primitives (the "
         "final report counted), e.g. 2-4 for short tasks; default: from each requirement's "
         "difficulty (4 to 12)")] = None,
+    fresh_people: Annotated[bool, typer.Option(
+        "--fresh-people", help="Procedural generators: each task's colleagues and user get "
+        "names drawn for that task (the company's directory written into it), so a model "
+        "trained on them reads who a task is about instead of recalling the same ten people")]
+    = False,
     model: Annotated[str | None, typer.Option(help="Model (openai generator)")] = None,
     base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint")] = None,
     api_key_env: Annotated[str | None, typer.Option(help="Variable holding the API key")] = None,
@@ -176,9 +181,12 @@ def synth(
     if span is not None and generator != "procedural":
         raise fail(f"--stages: only the procedural generator draws plans of a length, "
                    f"not --generator {generator}")
+    if fresh_people and generator not in ("procedural", "families"):
+        raise fail(f"--fresh-people: only the procedural generators draw people, not "
+                   f"--generator {generator}")
     if generator in ("procedural", "families"):
         gen = ProceduralGenerator(seed, mode="compose" if generator == "procedural"
-                                  else "families", stages=span)
+                                  else "families", stages=span, fresh_people=fresh_people)
     elif generator in ("openai", "openai-spec"):
         try:
             ep = endpoint(model or "", base_url, api_key_env, max_tokens=max_tokens,

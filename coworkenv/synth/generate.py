@@ -27,6 +27,7 @@ from ..sim.task import Task
 from ..workspace import REGISTRY
 from .compose import Composer, PlanError, PlanProposal, compose, plan_of
 from .families import families_for
+from .people import fresh_people
 from .primitives import catalog
 from .requirement import WorkflowRequirement
 from .validate import Report, validate_task, validate_task_async
@@ -52,13 +53,18 @@ class ProceduralGenerator:
     stages: tuple[int, int] | None = None
     """Plan length (lowest, highest stages, the report counted); default: from the
     requirement's difficulty (4 to 12)."""
+    fresh_people: bool = False
+    """Each task gets colleagues (and a user) of its own names (see :mod:`.people`), so a
+    model must read who a task is about rather than recall the company's ten people."""
 
     def _tag(self) -> str:
         """What sets this generator's tasks apart in their ids, so that sets made with other
-        seeds or plan lengths can be run, exported and trained on together."""
+        seeds, plan lengths or people can be run, exported and trained on together."""
         tag = f"-seed{self.seed}" if self.seed else ""
         if self.stages is not None:
             tag += f"-{self.stages[0]}to{self.stages[1]}"
+        if self.fresh_people:
+            tag += "-fresh"
         return tag
 
     def _build(self, req: WorkflowRequirement, index: int, round_: int) -> dict[str, Any]:
@@ -68,13 +74,14 @@ class ProceduralGenerator:
         rng = random.Random(zlib.crc32(key.encode()))
         tid = f"{req.id}{self._tag()}-{index:05d}"
         if self.mode == "compose":
-            return compose(req, rng, tid, stages=self.stages)
-        fams = families_for(req)
-        if not fams:
-            raise ValueError(f"{req.id}: no task family fits apps {req.apps} and capabilities "
-                             f"{sorted(req.capabilities)}")
-        fam = fams[index % len(fams)]
-        return fam.build(req, rng, tid)
+            spec = compose(req, rng, tid, stages=self.stages)
+        else:
+            fams = families_for(req)
+            if not fams:
+                raise ValueError(f"{req.id}: no task family fits apps {req.apps} and "
+                                 f"capabilities {sorted(req.capabilities)}")
+            spec = fams[index % len(fams)].build(req, rng, tid)
+        return fresh_people(spec, rng, keep={req.agent}) if self.fresh_people else spec
 
     async def generate(self, req: WorkflowRequirement, index: int) -> dict[str, Any]:
         return self._build(req, index, 0)

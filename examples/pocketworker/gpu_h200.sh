@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# PocketWorker recipe v1.5 on one H200 (see RECIPE.md): teacher runs -> SFT -> GRPO on live
+# PocketWorker recipe v1.6 on one H200 (see RECIPE.md): teacher runs -> SFT -> GRPO on live
 # episodes -> each checkpoint served and evaluated (pass@k / pass^k) as soon as it exists.
 # Needs: a CUDA torch and `pip install -e '.[train]'` (add `[vllm]` for SERVER=vllm and
 # USE_VLLM=1), the models on local disk or in a hub cache.
@@ -14,6 +14,8 @@ TASKS=${TASKS:-$ROOT/examples/tasks}          # task files or folders
 SYNTH=${SYNTH:-0}                             # >0: synthesize this many tasks and use them
 SYNTH_SHORT=${SYNTH_SHORT:-0}                 # >0: also this many short tasks (plans of SHORT_STAGES)
 SHORT_STAGES=${SHORT_STAGES:-2-4}             # primitives per short plan, the report counted
+FRESH_PEOPLE=${FRESH_PEOPLE:-1}               # 1: each synthesized task has people of its own names
+                                              # (`synth --fresh-people`), not the company's ten
 STUDENT=${STUDENT:-Qwen/Qwen3-1.7B}           # or Qwen/Qwen3-0.6B, Qwen/Qwen3-4B, a .gguf file
 TEACHER=${TEACHER:-}                          # optional model teacher served by vLLM, e.g. Qwen/Qwen3-32B
 HELD_OUT=${HELD_OUT:-doc_sharing,safety}
@@ -73,16 +75,17 @@ wait_for() {  # wait_for PID PORT OUT: the server's /v1/models answers (written 
   return 1
 }
 
+fresh=(); if [ "$FRESH_PEOPLE" = 1 ]; then fresh=(--fresh-people); fi
 if [ "$SYNTH" -gt 0 ]; then
   if [ ! -s "$WORK/synth.jsonl" ]; then
-    stage synth $CW synth "$ROOT"/examples/workflows/*.yaml --generator procedural --n "$SYNTH" --out "$WORK/synth.jsonl"
+    stage synth $CW synth "$ROOT"/examples/workflows/*.yaml --generator procedural "${fresh[@]}" --n "$SYNTH" --out "$WORK/synth.jsonl"
   fi
   TASKS=$WORK/synth.jsonl
 fi
 tasks=(--tasks "$TASKS")
 if [ "$SYNTH_SHORT" -gt 0 ]; then
   if [ ! -s "$WORK/synth-short.jsonl" ]; then
-    stage synth-short $CW synth "$ROOT"/examples/workflows/*.yaml --generator procedural --stages "$SHORT_STAGES" \
+    stage synth-short $CW synth "$ROOT"/examples/workflows/*.yaml --generator procedural "${fresh[@]}" --stages "$SHORT_STAGES" \
       --n "$SYNTH_SHORT" --out "$WORK/synth-short.jsonl"
   fi
   tasks+=(--tasks "$WORK/synth-short.jsonl")
