@@ -21,6 +21,12 @@ with:
   hand-written tasks' plans step by step, even when it finishes none of them. Record the run
   without slips (``--slips 0``); ``--limit N`` keeps N contexts spread over the episodes.
 
+- ``--contexts people``: the contexts of ``steps`` whose oracle action names a person of the
+  task's directory (a recipient, an attendee, an owner). Does the model name the person the
+  oracle named, another person of this company, someone who is not in it (a name recalled from
+  training, a display name for an id), or no one? Give it room to write the argument
+  (``--max-new-tokens 48``).
+
 Prints JSON: per model the share of probes of each outcome with a 95% bootstrap interval, and
 for each model after the first the paired difference in the share of the key outcome (a
 lookup; the oracle's tool).
@@ -38,7 +44,11 @@ from typing import Any
 
 OUTCOMES = ("lookup", "repeat", "same_tool_other_args", "other_tool", "no_call")
 STEP_OUTCOMES = ("oracle_tool", "other_tool", "no_call")
-KEY = {"recovery": "lookup", "steps": "oracle_tool"}
+PEOPLE_OUTCOMES = ("oracle_person", "other_person", "unknown_person", "no_person", "no_call")
+KEY = {"recovery": "lookup", "steps": "oracle_tool", "people": "oracle_person"}
+PERSON_KEYS = ("to", "person", "people", "attendees", "owner", "assignee", "new_owner",
+               "recipients", "cc", "members", "approver", "user")
+"""Tool arguments that name people (a person id, or their email)."""
 
 
 def probes(db: Path) -> list[dict[str, Any]]:
@@ -87,6 +97,60 @@ def step_probes(db: Path, limit: int | None = None) -> list[dict[str, Any]]:
     if limit is not None and len(out) > limit:
         out = [out[i * len(out) // limit] for i in range(limit)]
     return out
+
+
+def person_probes(db: Path, limit: int | None = None) -> list[dict[str, Any]]:
+    """The step contexts whose oracle action names a person of the task's directory, each with
+    the people it named and the directory's ids (``people``)."""
+    from coworkenv.store import Reader
+
+    directories: dict[str, set[str]] = {}
+    with Reader(db) as r:
+        for g in r.graded_episodes(None):
+            directories[g["task_id"]] = {
+                str(e.payload["id"]) for e in r.events(g["episode_id"])
+                if e.kind == "ws.directory.seeded"}
+    out = []
+    for p in step_probes(db):
+        ids = directories.get(p["task_id"], set())
+        named = [v for v in _people_named(json.dumps(p["expected"][1])) if _who(v, ids)]
+        if named:
+            out.append({**p, "people": {"named": sorted({_who(v, ids) for v in named}),
+                                        "directory": sorted(ids)}})
+    if limit is not None and len(out) > limit:
+        out = [out[i * len(out) // limit] for i in range(limit)]
+    return out
+
+
+def _people_named(text: str) -> list[str]:
+    """The values of person arguments in (possibly cut) call JSON: strings and lists of them."""
+    keys = "|".join(PERSON_KEYS)
+    found = re.findall(rf'"(?:{keys})"\s*:\s*"([^"]*)"', text)
+    for inner in re.findall(rf'"(?:{keys})"\s*:\s*\[([^\]]*)', text):
+        found += re.findall(r'"([^"]*)"', inner)
+    return found
+
+
+def _who(value: str, ids: set[str]) -> str:
+    """The person id a value names in a directory (an id, or an id's email), or ""."""
+    v = value.split("@")[0] if "@" in value else value
+    return v if v in ids else ""
+
+
+def people_outcome(text: str, people: dict[str, Any]) -> str:
+    """Whom a generated turn's first call names: the oracle's person, another of the company,
+    someone not in it, or no one."""
+    if "<tool_call>" not in text:
+        return "no_call"
+    call = text.split("<tool_call>", 1)[1].split("</tool_call>", 1)[0]
+    values = _people_named(call)
+    if not values:
+        return "no_person"
+    ids = set(people["directory"])
+    who = {_who(v, ids) for v in values}
+    if who & set(people["named"]):
+        return "oracle_person"
+    return "other_person" if who - {""} else "unknown_person"
 
 
 def first_call(text: str) -> dict[str, Any] | None:
@@ -148,13 +212,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--model", action="append", required=True, metavar="NAME=PATH",
                     help="a checkpoint folder (repeat; the first is the baseline)")
     ap.add_argument("--contexts", choices=sorted(KEY), default="recovery",
-                    help="recovery: after a not_found; steps: before each oracle action")
-    ap.add_argument("--limit", type=int, default=None, help="steps: at most this many contexts")
+                    help="recovery: after a not_found; steps: before each oracle action; "
+                    "people: before each oracle action that names a person")
+    ap.add_argument("--limit", type=int, default=None,
+                    help="steps, people: at most this many contexts")
     ap.add_argument("--max-new-tokens", type=int, default=80)
     a = ap.parse_args(argv)
-    if a.contexts == "steps":
-        contexts, outcomes = step_probes(a.db, a.limit), STEP_OUTCOMES
-        judge, wanted = step_outcome, "expected"
+    if a.contexts in ("steps", "people"):
+        if a.contexts == "steps":
+            contexts, outcomes = step_probes(a.db, a.limit), STEP_OUTCOMES
+            judge, wanted = step_outcome, "expected"
+        else:
+            contexts, outcomes = person_probes(a.db, a.limit), PEOPLE_OUTCOMES
+            judge, wanted = people_outcome, "people"
         if not contexts:
             sys.exit(f"{a.db}: no recorded episode with a tool call (record one with `run "
                      "--agent oracle`)")

@@ -65,6 +65,27 @@ def test_step_contexts_end_before_each_oracle_action(db: Path) -> None:
     assert probe.step_outcome(cut, ["docs_search", {}]) == "oracle_tool"
 
 
+def test_people_contexts_name_a_person_of_the_directory(db: Path) -> None:
+    contexts = probe.person_probes(db)
+    assert len({p["task_id"] for p in contexts}) >= 10
+    for p in contexts:
+        assert p["people"]["named"] and set(p["people"]["named"]) <= set(p["people"]["directory"])
+    people = {"named": ["leo"], "directory": ["leo", "maya", "priya"]}
+
+    def call(args: str) -> str:
+        return '<tool_call>\n{"name": "chat_send_dm", "arguments": {' + args + '}}\n</tool_call>'
+    assert probe.people_outcome(call('"to": "leo", "text": "hi"'), people) == "oracle_person"
+    assert probe.people_outcome(call('"to": "leo@acme.test"'), people) == "oracle_person"
+    assert probe.people_outcome(call('"attendees": ["maya", "leo"]'), people) == "oracle_person"
+    assert probe.people_outcome(call('"to": "priya", "text": "hi"'), people) == "other_person"
+    assert probe.people_outcome(call('"to": " Leo"'), people) == "unknown_person"
+    assert probe.people_outcome(call('"to": "jules"'), people) == "unknown_person"
+    assert probe.people_outcome(call('"query": "leo"'), people) == "no_person"
+    assert probe.people_outcome("I will write to Leo.", people) == "no_call"
+    assert probe.people_outcome('<tool_call>\n{"name": "chat_send_dm", "arguments": {"to": "le',
+                                people) == "no_person"  # (cut before the value closed)
+
+
 def test_outcomes() -> None:
     failed = ["chat_send_dm", {"to": "Leo", "text": "hi"}]
 
