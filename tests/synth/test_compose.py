@@ -222,6 +222,9 @@ def test_variants_are_sound_tasks(variant: str) -> None:
                    for c in spec["checks"])
         assert any(c["id"].startswith("after-approval") and c["then"]["tool"] ==
                    "docs_set_status" for c in spec["checks"])
+    else:  # the person is named by role and team only; the team is listed to find them
+        team = next(s for s in steps if s.get("tool") == "directory_list_team")["args"]["team"]
+        assert f"in the {team} team" in spec["instruction"], spec["instruction"]
 
 
 def test_new_primitives_reach_tools_the_old_plans_never_used() -> None:
