@@ -25,17 +25,20 @@ def bound_socket(host: str, port: int) -> socket.socket:
 
 
 class AppServer:
-    """``serve_forever()`` in the calling thread (Ctrl-C stops it), or ``serve_in_thread()``;
-    ``shutdown()`` asks it to stop once the requests in flight are answered."""
+    """``serve_forever()`` in the calling thread (Ctrl-C or SIGTERM stops it), or
+    ``serve_in_thread()``; ``shutdown()`` asks it to stop once the requests in flight are
+    answered, or, with ``grace_s``, after that many seconds at most (the rest are cut)."""
 
     def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 0, *,
-                 name: str = "coworkenv-http") -> None:
+                 name: str = "coworkenv-http", grace_s: float | None = None) -> None:
         import uvicorn
 
         self.app, self.name = app, name
         self._socket = bound_socket(host, port)
         self.server_address: tuple[str, int] = self._socket.getsockname()[:2]
-        self._server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+        self._server = uvicorn.Server(uvicorn.Config(
+            app, log_level="warning", lifespan="off",
+            timeout_graceful_shutdown=None if grace_s is None else max(1, round(grace_s))))
 
     def serve_forever(self) -> None:
         self._server.run(sockets=[self._socket])

@@ -208,10 +208,12 @@ class ChatServer:
 
     Requests are queued from the event loop (tokenized in a worker thread); one generation
     thread serves them in batches of up to ``max_batch`` (``max_batch=1``: one at a time), each
-    gathered until no request came for ``gather_s`` seconds."""
+    gathered until no request came for ``gather_s`` seconds. Stopped (SIGTERM, Ctrl-C), it
+    waits ``grace_s`` seconds at most for the requests in flight: a queue of long generations
+    (a client that died with hundreds waiting) does not keep it running for minutes."""
 
     def __init__(self, model: ChatModel, host: str = "127.0.0.1", port: int = 0, *,
-                 max_batch: int = 64, gather_s: float = 0.01) -> None:
+                 max_batch: int = 64, gather_s: float = 0.01, grace_s: float = 5.0) -> None:
         if max_batch < 1:
             raise ValueError(f"max_batch must be at least 1, not {max_batch}")
         from ..http_server import AppServer
@@ -222,7 +224,8 @@ class ChatServer:
         """A batch is closed once no new request came for this long (or it is full)."""
         self._queue: queue.Queue[tuple[Request, list[int], Future[dict[str, Any]]] | None] = (
             queue.Queue())
-        self._server = AppServer(self.app(), host, port, name="coworkenv-serve")
+        self._server = AppServer(self.app(), host, port, name="coworkenv-serve",
+                                 grace_s=grace_s)
         self._generator = threading.Thread(target=self._generate, name="coworkenv-generate",
                                            daemon=True)
         self._generator.start()

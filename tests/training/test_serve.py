@@ -133,3 +133,49 @@ def test_bad_requests_are_answered_with_what_is_wrong(model: Any) -> None:
             assert json.loads(r.read())["data"][0]["id"] == "smollm2"
         status, body = _post(srv.base_url, BODIES[2])
         assert status == 200 and body["choices"][0]["message"]["role"] == "assistant"
+
+
+def test_a_stopped_server_does_not_wait_for_a_long_queue() -> None:
+    """SIGTERM with a queue of long generations (a client that died with many requests
+    waiting): `coworkenv serve` stops within its grace, not after the queue."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from ..conftest import free_port
+
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "coworkenv.cli", "serve", "--model", str(GGUF),
+                             "--port", str(port), "--device", "cpu", "--max-batch", "1"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "OMP_NUM_THREADS": "1"})
+    base = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.monotonic() + 300
+        while True:
+            try:
+                urllib.request.urlopen(base + "/models", timeout=2).read()
+                break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, proc.stdout
+                time.sleep(0.3)
+        long = {**BODIES[1], "max_tokens": 400}  # (one at a time: minutes for the queue)
+        for _ in range(6):
+            threading.Thread(target=lambda: _quiet_post(base, long), daemon=True).start()
+        time.sleep(2)  # the first is generating, the rest wait
+        stopped = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(60)
+        assert time.monotonic() - stopped < 30
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def _quiet_post(base: str, body: dict[str, Any]) -> None:
+    import contextlib
+
+    with contextlib.suppress(OSError):  # (cut when the server stops: what this test wants)
+        _post(base, body)
