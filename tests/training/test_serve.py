@@ -143,7 +143,7 @@ def test_a_stopped_server_does_not_wait_for_a_long_queue() -> None:
     import sys
     import time
 
-    from ..conftest import free_port
+    from ..conftest import free_port, wait_for_port
 
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "coworkenv.cli", "serve", "--model", str(GGUF),
@@ -152,14 +152,7 @@ def test_a_stopped_server_does_not_wait_for_a_long_queue() -> None:
                             env={**os.environ, "OMP_NUM_THREADS": "1"})
     base = f"http://127.0.0.1:{port}/v1"
     try:
-        deadline = time.monotonic() + 300
-        while True:
-            try:
-                urllib.request.urlopen(base + "/models", timeout=2).read()
-                break
-            except OSError:
-                assert proc.poll() is None and time.monotonic() < deadline, proc.stdout
-                time.sleep(0.3)
+        wait_for_port(proc, port, timeout=300)  # (the socket listens once it serves)
         long = {**BODIES[1], "max_tokens": 400}  # (one at a time: minutes for the queue)
         for _ in range(6):
             threading.Thread(target=lambda: _quiet_post(base, long), daemon=True).start()
