@@ -94,9 +94,7 @@ def step_probes(db: Path, limit: int | None = None) -> list[dict[str, Any]]:
                     out.append({"task_id": g["task_id"], "messages": messages[:i],
                                 "tools": tools,
                                 "expected": [fn["name"], json.loads(fn["arguments"] or "{}")]})
-    if limit is not None and len(out) > limit:
-        out = [out[i * len(out) // limit] for i in range(limit)]
-    return out
+    return _spread(out, limit)
 
 
 def person_probes(db: Path, limit: int | None = None) -> list[dict[str, Any]]:
@@ -117,9 +115,14 @@ def person_probes(db: Path, limit: int | None = None) -> list[dict[str, Any]]:
         if named:
             out.append({**p, "people": {"named": sorted({_who(v, ids) for v in named}),
                                         "directory": sorted(ids)}})
-    if limit is not None and len(out) > limit:
-        out = [out[i * len(out) // limit] for i in range(limit)]
-    return out
+    return _spread(out, limit)
+
+
+def _spread(contexts: list[dict[str, Any]], limit: int | None) -> list[dict[str, Any]]:
+    """At most ``limit`` of the contexts, spread evenly over them (all with no limit)."""
+    if limit is None or len(contexts) <= limit:
+        return contexts
+    return [contexts[i * len(contexts) // limit] for i in range(limit)]
 
 
 def _people_named(text: str) -> list[str]:
