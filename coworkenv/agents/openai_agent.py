@@ -114,13 +114,14 @@ def bad_characters(*texts: str) -> str:
     return f"invalid characters ({kinds})"
 
 
-def _strings(value: Any) -> list[str]:
+def strings_in(value: Any) -> list[str]:
+    """Every string in a JSON-like value, dict keys included."""
     if isinstance(value, str):
         return [value]
     if isinstance(value, dict):
-        return [x for k, v in value.items() for x in [str(k), *_strings(v)]]
+        return [x for k, v in value.items() for x in [str(k), *strings_in(v)]]
     if isinstance(value, list):
-        return [x for v in value for x in _strings(v)]
+        return [x for v in value for x in strings_in(v)]
     return []
 
 
@@ -291,7 +292,7 @@ class OpenAIAgent(Actor):
                                                   f"JSON object: {exc}"))
             self._error(ctx, "invalid_json", f"{name}: {raw[:200]}")
             return False
-        bad = bad_characters(*_strings(args))
+        bad = bad_characters(*strings_in(args))
         if bad:  # e.g. a lone surrogate written as a JSON escape
             self.messages.append(self._tool_error(tc.id, "invalid_characters", f"arguments "
                                                   f"contain {bad}; nothing was done"))

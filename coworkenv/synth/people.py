@@ -15,6 +15,7 @@ import random
 import re
 from typing import Any
 
+from ..agents.openai_agent import strings_in
 from ..sim.loader import _merge_company
 
 FIRST_NAMES = (
@@ -55,7 +56,7 @@ def fresh_people(spec: dict[str, Any], rng: random.Random,
     replacement can never meet another word of it."""
     task = _merge_company(copy.deepcopy(spec))
     people = (task.get("seed") or {}).get("people") or []
-    words = {w.lower() for s in _strings(task) for w in re.findall(r"[A-Za-z]+", s)}
+    words = {w.lower() for s in strings_in(task) for w in re.findall(r"[A-Za-z]+", s)}
     firsts = [f for f in FIRST_NAMES if f.lower() not in words]
     lasts = [n for n in LAST_NAMES if n.lower() not in words]
     rng.shuffle(firsts)
@@ -76,16 +77,6 @@ def fresh_people(spec: dict[str, Any], rng: random.Random,
         re.escape(k) for k in sorted(subs, key=len, reverse=True)) + r")\b")
     renamed: dict[str, Any] = _map(task, lambda s: pattern.sub(lambda m: subs[m.group(0)], s))
     return renamed
-
-
-def _strings(x: Any) -> list[str]:
-    if isinstance(x, str):
-        return [x]
-    if isinstance(x, dict):
-        return [s for k, v in x.items() for s in (*_strings(k), *_strings(v))]
-    if isinstance(x, list):
-        return [s for v in x for s in _strings(v)]
-    return []
 
 
 def _map(x: Any, f: Any) -> Any:
