@@ -260,16 +260,22 @@ def serve(
                                         "cuda:N")] = "auto",
     max_batch: Annotated[int, typer.Option(min=1, help="Concurrent requests generated together "
                                            "(1: one at a time)")] = 64,
+    max_batch_tokens: Annotated[int | None, typer.Option(
+        min=1, help="Most padded tokens a batch may hold (rows x longest prompt and its new "
+        "tokens): bounds the server's memory, e.g. beside training on one GPU (default: no "
+        "cap; a batch that runs out of memory is served again in halves and lowers the cap)")
+    ] = None,
 ) -> None:
     """Serve a checkpoint as an OpenAI-compatible chat endpoint (transformers; the chat
     template and tool-call parser training uses), for `coworkenv run --agent openai:NAME`.
-    Concurrent requests are generated in batches."""
+    Concurrent requests are generated in batches, similar lengths together."""
     _train_imports("serve")
     from ..training.serve import ChatModel, ChatServer
 
     m = ChatModel(model, name=name or "", device=device)
-    srv = ChatServer(m, host, port, max_batch=max_batch)
+    srv = ChatServer(m, host, port, max_batch=max_batch, max_batch_tokens=max_batch_tokens)
+    cap = f" and {max_batch_tokens} padded tokens" if max_batch_tokens else ""
     console.print(f"serving {m.name} (checkpoint {m.path}, weights sha256 {m.sha}) on {m.device} "
-                  f"at {srv.base_url}, up to {max_batch} requests a batch", highlight=False)
+                  f"at {srv.base_url}, up to {max_batch} requests{cap} a batch", highlight=False)
     with contextlib.suppress(KeyboardInterrupt):
         srv.serve_forever()

@@ -13,6 +13,13 @@ Concurrent requests are batched: one generation thread takes every greedy reques
 samples (``temperature`` > 0) with a ``seed`` runs alone, so its seed means what it says. The
 model runs on the GPU when one is there (``device="auto"``). It is an evaluation server for
 small models, not a throughput server (use vLLM for that).
+
+Memory: a batch costs memory in proportion to its padded size (rows x the longest prompt and
+its new tokens). ``max_batch_tokens`` caps that size: the waiting requests are sorted by length
+and cut into batches under the cap (similar lengths together, so less padding too). A batch
+that runs out of memory anyway (a GPU shared with training) is served again in halves, and the
+cap is lowered to half of that batch's size, so the server goes on instead of failing every
+request in the batch.
 """
 
 from __future__ import annotations
@@ -55,6 +62,37 @@ def chat_tokenizer(path: str) -> Any:
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
     return add_response_schema(tok)
+
+
+def plan_batches(sizes: list[tuple[int, int]], max_rows: int,
+                 max_tokens: int | None) -> list[list[int]]:
+    """Batches for requests of ``sizes`` (prompt tokens, new tokens), as lists of their
+    indices: longest prompt first, each batch at most ``max_rows`` rows and, padded (rows x
+    (longest prompt + most new tokens)), at most ``max_tokens`` tokens (``None``: no cap). A
+    request bigger than the cap alone is a batch of its own."""
+    order = sorted(range(len(sizes)), key=lambda i: -sizes[i][0])
+    out: list[list[int]] = []
+    width = new = 0
+    for i in order:
+        prompt, tokens = sizes[i]
+        if out and len(out[-1]) < max_rows and (
+                max_tokens is None
+                or (len(out[-1]) + 1) * (max(width, prompt) + max(new, tokens)) <= max_tokens):
+            out[-1].append(i)
+            width, new = max(width, prompt), max(new, tokens)
+        else:
+            out.append([i])
+            width, new = prompt, tokens
+    return out
+
+
+def out_of_memory(exc: BaseException) -> bool:
+    """Whether ``exc`` is an allocation that failed (CUDA's out of memory, or the CPU
+    allocator's), the kind of error a smaller batch avoids."""
+    import torch
+
+    return isinstance(exc, torch.OutOfMemoryError) or (
+        isinstance(exc, RuntimeError) and "can't allocate memory" in str(exc))
 
 
 def _for_template(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -208,18 +246,29 @@ class ChatServer:
 
     Requests are queued from the event loop (tokenized in a worker thread); one generation
     thread serves them in batches of up to ``max_batch`` (``max_batch=1``: one at a time), each
-    gathered until no request came for ``gather_s`` seconds. Stopped (SIGTERM, Ctrl-C), it
-    waits ``grace_s`` seconds at most for the requests in flight: a queue of long generations
-    (a client that died with hundreds waiting) does not keep it running for minutes."""
+    gathered until no request came for ``gather_s`` seconds, and of at most
+    ``max_batch_tokens`` padded tokens (:func:`plan_batches`; ``None``: no cap). A batch that
+    runs out of memory is served again in halves, and the cap becomes half its padded size.
+    Stopped (SIGTERM, Ctrl-C), it waits ``grace_s`` seconds at most for the requests in flight:
+    a queue of long generations (a client that died with hundreds waiting) does not keep it
+    running for minutes."""
 
     def __init__(self, model: ChatModel, host: str = "127.0.0.1", port: int = 0, *,
-                 max_batch: int = 64, gather_s: float = 0.01, grace_s: float = 5.0) -> None:
+                 max_batch: int = 64, max_batch_tokens: int | None = None,
+                 gather_s: float = 0.01, grace_s: float = 5.0) -> None:
         if max_batch < 1:
             raise ValueError(f"max_batch must be at least 1, not {max_batch}")
+        if max_batch_tokens is not None and max_batch_tokens < 1:
+            raise ValueError(f"max_batch_tokens must be at least 1 (or None: no cap), "
+                             f"not {max_batch_tokens}")
         from ..http_server import AppServer
 
         self.model = model
         self.max_batch = max_batch
+        self.max_batch_tokens = max_batch_tokens
+        """The padded size a batch may have; lowered when a batch runs out of memory."""
+        self.memory_splits = 0
+        """Batches that ran out of memory and were served again in halves."""
         self.gather_s = gather_s
         """A batch is closed once no new request came for this long (or it is full)."""
         self._queue: queue.Queue[tuple[Request, list[int], Future[dict[str, Any]]] | None] = (
@@ -253,7 +302,9 @@ class ChatServer:
         m = self.model
         return {"object": "list", "data": [{"id": m.name, "object": "model", "owned_by": "coworkenv",
                                             "checkpoint": m.path, "weights_sha256": m.sha,
-                                            "device": m.device, "max_batch": self.max_batch}]}
+                                            "device": m.device, "max_batch": self.max_batch,
+                                            "max_batch_tokens": self.max_batch_tokens,
+                                            "memory_splits": self.memory_splits}]}
 
     def submit(self, body: dict[str, Any]) -> Future[dict[str, Any]]:
         """Queue one chat request for the generation thread (a bad request fails here, alone,
@@ -335,15 +386,52 @@ class ChatServer:
             for i, w in enumerate(waiting):
                 key = max(w[0].temperature, 0.0) if w[0].batchable else ("alone", i)
                 groups.setdefault(key, []).append(w)
-            for batch in groups.values():
-                self._serve(batch)
+            for group in groups.values():
+                self._serve_all(group, self.max_batch)
+
+    def _serve_all(self, waiting: list[tuple[Request, list[int], Future[dict[str, Any]]]],
+                   max_rows: int) -> None:
+        """Serve ``waiting`` in batches planned under the token cap, planned again after each
+        batch (a batch out of memory lowers the cap for the rest)."""
+        while waiting:
+            sizes = [(len(p), r.max_tokens) for r, p, _ in waiting]
+            first = plan_batches(sizes, max_rows, self.max_batch_tokens)[0]
+            self._serve([waiting[i] for i in first])
+            taken = set(first)
+            waiting = [w for i, w in enumerate(waiting) if i not in taken]
 
     def _serve(self, batch: list[tuple[Request, list[int], Future[dict[str, Any]]]]) -> None:
         try:
             replies = self.model.complete_many([r for r, _, _ in batch], [p for _, p, _ in batch])
-        except Exception as exc:  # (every waiter gets the error; the server goes on)
-            for _, _, done in batch:
-                done.set_exception(exc)
+        except Exception as exc:
+            if not (len(batch) > 1 and out_of_memory(exc)):
+                for _, _, done in batch:  # (every waiter gets the error; the server goes on)
+                    done.set_exception(exc)
+                return
+        else:
+            for (_, _, done), reply in zip(batch, replies, strict=True):
+                done.set_result(reply)
             return
-        for (_, _, done), reply in zip(batch, replies, strict=True):
-            done.set_result(reply)
+        # out of memory: split only now, outside the handler, whose traceback holds the
+        # failed batch's tensors (retried inside it, the halves ran out of memory too)
+        self._split(batch)
+
+    def _split(self, batch: list[tuple[Request, list[int], Future[dict[str, Any]]]]) -> None:
+        """A batch ran out of memory: free what it held, lower the cap to half its padded
+        size, and serve it again under the new cap (in halves at least)."""
+        import sys
+
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+        size = len(batch) * (max(len(p) for _, p, _ in batch)
+                             + max(r.max_tokens for r, _, _ in batch))
+        cap = max(1, size // 2)
+        self.max_batch_tokens = min(cap, self.max_batch_tokens or cap)
+        self.memory_splits += 1
+        print(f"coworkenv serve: a batch of {len(batch)} requests ({size} padded tokens) ran out "
+              f"of memory; serving it again in smaller batches, at most {self.max_batch_tokens} "
+              "padded tokens a batch from now on (--max-batch-tokens sets it from the start)",
+              file=sys.stderr, flush=True)
+        self._serve_all(batch, max(1, len(batch) // 2))

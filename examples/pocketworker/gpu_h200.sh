@@ -52,6 +52,8 @@ PARALLEL=${PARALLEL:-0}                       # 1: each checkpoint's evaluation 
                                               # server takes a few GB; vLLM's takes most of the GPU)
 DEVICE=${DEVICE:-gpu}                         # cpu: the same script on CPU, to check it before a lease
 PORT=${PORT:-8000}                            # evaluation servers: PORT (base), PORT+1 (SFT), PORT+2 (GRPO)
+SERVE_BATCH_TOKENS=${SERVE_BATCH_TOKENS:-}     # SERVER=coworkenv: most padded tokens a batch (empty: no cap;
+                                              # a batch out of memory is served again in halves)
 DB=$WORK/pocketworker.db
 mkdir -p "$WORK"
 
@@ -128,8 +130,9 @@ evaluate() {  # evaluate NAME PATH PORT
     vllm serve "$path" --served-model-name "pocketworker-$name" --port "$port" --enable-auto-tool-choice \
       --tool-call-parser hermes --gpu-memory-utilization 0.85 > "$WORK/serve-$name.log" 2>&1 & srv=$!
   else
+    local cap=(); if [ -n "$SERVE_BATCH_TOKENS" ]; then cap=(--max-batch-tokens "$SERVE_BATCH_TOKENS"); fi
     $CW serve --model "$path" --name "pocketworker-$name" --port "$port" --device "$serve_device" \
-      --max-batch 256 > "$WORK/serve-$name.log" 2>&1 & srv=$!
+      --max-batch 256 "${cap[@]}" > "$WORK/serve-$name.log" 2>&1 & srv=$!
   fi
   wait_for $srv "$port" "$WORK/served-$name.json" || { cat "$WORK/serve-$name.log"; return 1; }
   stage "eval-$name" $CW run "${evaluated[@]}" --agent "openai:pocketworker-$name" \

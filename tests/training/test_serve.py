@@ -88,6 +88,86 @@ def test_concurrent_requests_are_batched_and_equal_to_alone(model: Any) -> None:
     assert model.batches - batches_before < len(BODIES), model.batches - batches_before
 
 
+def test_a_token_cap_cuts_batches_and_keeps_each_reply(model: Any) -> None:
+    """With ``max_batch_tokens`` the waiting requests are served in batches of at most that many
+    padded tokens (longest first), each still the tokens it would get alone."""
+    from coworkenv.training.serve import ChatServer, Request
+
+    requests = [Request.from_body(b) for b in BODIES]
+    alone = [model.complete_many([r])[0] for r in requests]
+    sizes = [(len(model.prompt(r)), r.max_tokens) for r in requests]
+    cap = max(p + n for p, n in sizes) + 1  # (room for one row of any of them, not two)
+    with ChatServer(model, max_batch=8, max_batch_tokens=cap, gather_s=0.5) as srv:
+        before = model.batches
+        replies: list[Any] = [None] * len(BODIES)
+        threads = [threading.Thread(target=lambda i=i, b=b: replies.__setitem__(
+            i, _post(srv.base_url, b))) for i, b in enumerate(BODIES)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(600)
+        served = srv.models()["data"][0]
+    assert served["max_batch_tokens"] == cap and served["memory_splits"] == 0
+    assert model.batches - before == len(BODIES)  # (the cap holds one row at a time)
+    for (status, reply), own in zip(replies, alone, strict=True):
+        assert status == 200, reply
+        assert reply["choices"][0]["message"] == own["message"]
+        assert reply["usage"] == own["usage"]
+
+
+OUT_OF_MEMORY = r"""
+import json, re, resource, sys
+from coworkenv.training.serve import ChatModel, ChatServer, Request
+
+def vm(key):
+    return int(re.search(key + r":\s+(\d+)", open("/proc/self/status").read()).group(1)) << 10
+
+model = ChatModel(sys.argv[1], device="cpu")
+text = "Summarise this for the team: " + "the quarterly figures were late again, " * 60
+bodies = [{"messages": [{"role": "user", "content": f"{text} (request {i})"}], "max_tokens": 6}
+          for i in range(8)]
+alone = [model.complete_many([Request.from_body(b)])[0] for b in bodies]
+srv = ChatServer(model, max_batch=8, gather_s=0.5)
+# from here on the process may map 180 MB more: a batch of 4 of these prompts (about 440
+# tokens) needs less than 120, one of 8 more than 300 (measured on 2 cores, torch 2.13)
+resource.setrlimit(resource.RLIMIT_AS, (vm("VmSize") + (180 << 20), resource.RLIM_INFINITY))
+replies = [f.result(timeout=300) for f in [srv.submit(b) for b in bodies]]
+print(json.dumps({"same": [r["message"] == a["message"] for r, a in zip(replies, alone)],
+                  **{k: v for k, v in srv.models()["data"][0].items()
+                     if k in ("memory_splits", "max_batch_tokens")}}))
+"""
+
+
+def test_a_batch_out_of_memory_is_served_again_in_halves() -> None:
+    """A real allocation failure (the process given room for a batch of 4, then asked for 8
+    at once): the server serves the batch again in smaller ones, lowers its token cap, and
+    every request gets the reply it would get alone."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", OUT_OF_MEMORY, str(GGUF)], capture_output=True,
+                          text=True, timeout=600,
+                          env={**os.environ, "OMP_NUM_THREADS": "1", "MALLOC_ARENA_MAX": "1"})
+    assert proc.returncode == 0, proc.stderr[-600:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["same"] == [True] * 8
+    assert got["memory_splits"] >= 1 and got["max_batch_tokens"] is not None, got
+    assert "ran out of memory; serving it again in smaller batches" in proc.stderr
+
+
+def test_batches_are_planned_longest_first_under_the_caps() -> None:
+    from coworkenv.training.serve import plan_batches
+
+    sizes = [(100, 10), (400, 10), (120, 50), (390, 10), (90, 10)]
+    # no token cap: only rows count; longest prompts first
+    assert plan_batches(sizes, 2, None) == [[1, 3], [2, 0], [4]]
+    # 2 rows of (400 + 10) fit 820; the third would pad to 3 x 410 = 1230
+    assert plan_batches(sizes, 8, 820) == [[1, 3], [2, 0, 4]]
+    # a request bigger than the cap is a batch of its own, never dropped
+    assert plan_batches(sizes, 8, 300) == [[1], [3], [2], [0, 4]]
+    assert plan_batches([], 4, 100) == []
+
+
 def test_seeded_samples_run_alone_and_repeat(model: Any) -> None:
     from coworkenv.training.serve import ChatServer
 
@@ -110,6 +190,8 @@ def test_max_batch_must_be_positive(model: Any) -> None:
 
     with pytest.raises(ValueError, match="max_batch must be at least 1, not 0"):
         ChatServer(model, max_batch=0)
+    with pytest.raises(ValueError, match=r"max_batch_tokens must be at least 1 .* not 0"):
+        ChatServer(model, max_batch_tokens=0)
 
 
 def test_bad_requests_are_answered_with_what_is_wrong(model: Any) -> None:
