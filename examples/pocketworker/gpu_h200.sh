@@ -52,6 +52,9 @@ PARALLEL=${PARALLEL:-0}                       # 1: each checkpoint's evaluation 
                                               # server takes a few GB; vLLM's takes most of the GPU)
 DEVICE=${DEVICE:-gpu}                         # cpu: the same script on CPU, to check it before a lease
 PORT=${PORT:-8000}                            # evaluation servers: PORT (base), PORT+1 (SFT), PORT+2 (GRPO)
+RESULTS=${RESULTS:-}                          # a folder each result is copied into once it exists (stage
+                                              # times, training summaries, evaluation JSON and stores):
+                                              # e.g. a volume that outlives the machine
 SERVE_BATCH_TOKENS=${SERVE_BATCH_TOKENS:-}     # SERVER=coworkenv: most padded tokens a batch (empty: no cap;
                                               # a batch out of memory is served again in halves)
 DB=$WORK/pocketworker.db
@@ -61,11 +64,24 @@ accel=(--gpu); serve_device=cuda
 if [ "$DEVICE" = cpu ]; then accel=(); serve_device=cpu; USE_VLLM=0; SERVER=coworkenv; fi
 seconds() { local ms=$(( ($(date +%s%N) - $1) / 1000000 )); printf '%d.%03d' $((ms / 1000)) $((ms % 1000)); }
 started=$(date +%s%N)
+publish() {  # publish FILE...: copy those that exist into RESULTS (a store with SQLite's backup)
+  [ -n "$RESULTS" ] || return 0
+  local f; mkdir -p "$RESULTS"
+  for f in "$@"; do
+    if [ ! -e "$f" ]; then continue; fi
+    case $f in
+      *.db) python3 -c "import sqlite3, sys; sqlite3.connect(sys.argv[1]).backup(sqlite3.connect(sys.argv[2]))" \
+              "$f" "$RESULTS/$(basename "$f")" ;;
+      *) cp "$f" "$RESULTS/" ;;
+    esac
+  done
+}
 stage() {  # stage NAME COMMAND...: run it, record its wall time (a failed one's: none)
   local name=$1 t0; shift; t0=$(date +%s%N)
   printf '\n== %s\n' "$name"
   "$@" || return $?
   printf '%s\t%s\n' "$name" "$(seconds "$t0")" | tee -a "$WORK/timings.tsv"
+  publish "$WORK/timings.tsv" "$WORK/ckpt/$name/coworkenv-$name.json"
 }
 wait_for() {  # wait_for PID PORT OUT: the server's /v1/models answers (written to OUT)
   for _ in $(seq 1 900); do
@@ -142,10 +158,12 @@ evaluate() {  # evaluate NAME PATH PORT
     || { kill $srv; return 1; }
   kill $srv; wait $srv 2>/dev/null || true
   $CW eval --db "$db" --run "eval-$name" --k "$EVAL_TRIALS" "${sets[@]}" --out "$WORK"
+  publish "$WORK/served-$name.json" "$WORK/serve-$name.log" "$WORK/eval-eval-$name.json" "$db"
   date > "$WORK/eval-$name.done"
 }
 compare() {  # compare A B: B - A paired by task
   $CW eval --db "$WORK/eval-$1.db" --db "$WORK/eval-$2.db" --compare "eval-$1" "eval-$2" "${sets[@]}" --out "$WORK"
+  publish "$WORK/compare-eval-$1-eval-$2.json"
 }
 beside=()  # PARALLEL=1: evaluations running beside training (their pids)
 evaluate_beside() {  # evaluate NAME PATH PORT, in the background when PARALLEL=1
@@ -189,3 +207,4 @@ if [ "$GRPO_STEPS" -gt 0 ]; then
   compare sft grpo
 fi
 printf 'total\t%s\n' "$(seconds "$started")" | tee -a "$WORK/timings.tsv"
+publish "$WORK/timings.tsv"

@@ -16,7 +16,8 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_prepare_only_makes_the_sft_data_from_long_and_short_tasks(tmp_path: Path) -> None:
     env = {**os.environ, "PREPARE_ONLY": "1", "SYNTH": "6", "SYNTH_SHORT": "6", "TRIALS": "1",
            "HELD_OUT": "", "EVAL_TASKS": str(ROOT / "examples/benchmark"),
-           "WORK": str(tmp_path / "w"), "STUDENT": str(tmp_path / "no-such-model"),
+           "WORK": str(tmp_path / "w"), "RESULTS": str(tmp_path / "results"),
+           "STUDENT": str(tmp_path / "no-such-model"),
            "COWORKENV": f"{sys.executable} -m coworkenv.cli",
            "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     p = subprocess.run(["bash", str(ROOT / "examples/pocketworker/gpu_h200.sh")], env=env,
@@ -29,3 +30,5 @@ def test_prepare_only_makes_the_sft_data_from_long_and_short_tasks(tmp_path: Pat
     stages = [x.split("\t")[0] for x in (tmp_path / "w/timings.tsv").read_text().splitlines()]
     assert stages == ["synth", "synth-short", "teacher-oracle", "export"]
     assert not (tmp_path / "w/ckpt").exists()
+    # each stage's time is in RESULTS as soon as the stage ends
+    assert (tmp_path / "results/timings.tsv").read_text() == (tmp_path / "w/timings.tsv").read_text()
