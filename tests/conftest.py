@@ -124,9 +124,10 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def wait_for_port(proc: Any, port: int, timeout: float = 120.0) -> None:
-    """Wait until the server process ``proc`` listens on ``port`` (fail with its output if it
-    exits or takes longer than ``timeout``)."""
+def wait_for_port(proc: Any, port: int, timeout: float = 120.0, log: Any = None) -> None:
+    """Wait until the server process ``proc`` listens on ``port`` (our servers and uvicorn's
+    listen only once they serve). If it exits or takes longer than ``timeout``, stop it and fail
+    with its output (its pipes, or the ``log`` file it writes)."""
     import socket
     import time
 
@@ -137,8 +138,11 @@ def wait_for_port(proc: Any, port: int, timeout: float = 120.0) -> None:
             return
         except OSError:
             if proc.poll() is not None or time.monotonic() > deadline:
-                out = proc.stdout.read() if proc.stdout else ""
-                raise AssertionError(f"the server on port {port} did not start: {out}") from None
+                if proc.poll() is None:
+                    proc.kill()
+                out, err = proc.communicate()
+                said = log.read_text()[-3000:] if log is not None else f"{out or ''}{err or ''}"
+                raise AssertionError(f"the server on port {port} did not start: {said}") from None
             time.sleep(0.2)
 
 
@@ -149,8 +153,6 @@ def llama_server() -> object:
     xdist group "llama": one server for all of them, never two competing for CI's 2 cores."""
     import subprocess
     import sys
-    import time
-    import urllib.request
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
@@ -173,18 +175,8 @@ def llama_server() -> object:
          "chatml-function-calling", "--n_threads", threads, "--n_threads_batch", threads, "--n_ctx",
          "4096", "--interrupt_requests", "False"], stdout=log, stderr=subprocess.STDOUT,
         env={**os.environ, "OMP_NUM_THREADS": threads})
-    base = f"http://127.0.0.1:{port}/v1"
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            urllib.request.urlopen(base + "/models", timeout=2).read()
-            break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                raise RuntimeError(f"llama_cpp.server did not start; see {log.name}") from None
-            time.sleep(0.3)
-    yield base
+    wait_for_port(proc, port, log=Path(log.name))
+    yield f"http://127.0.0.1:{port}/v1"
     proc.terminate()
     try:
         proc.wait(15)

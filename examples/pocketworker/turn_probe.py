@@ -39,6 +39,7 @@ import json
 import re
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -51,70 +52,70 @@ PERSON_KEYS = ("to", "person", "people", "attendees", "owner", "assignee", "new_
 """Tool arguments that name people (a person id, or their email)."""
 
 
+def _episodes(db: Path) -> Iterator[tuple[str, list[Any]]]:
+    """(task id, events) of each graded episode in the store, each read once."""
+    from coworkenv.store import Reader
+
+    with Reader(db) as r:
+        for g in r.graded_episodes(None):
+            yield g["task_id"], list(r.events(g["episode_id"]))
+
+
 def probes(db: Path) -> list[dict[str, Any]]:
     """One context per episode that slipped: its conversation up to and including the first
     ``not_found`` a slipped call got, the tools it offered, and the failed call."""
     from coworkenv.agents.chat import agent_view, slipped_turns
-    from coworkenv.store import Reader
     from coworkenv.training.export import _tools_of
 
     out = []
-    with Reader(db) as r:
-        for g in r.graded_episodes(None):
-            events = list(r.events(g["episode_id"]))
-            messages = agent_view(events)
-            slips = slipped_turns(events, messages)
-            if not slips:
-                continue
-            at = next(i for i in range(slips[0] + 1, len(messages))
-                      if messages[i]["role"] == "tool" and '"not_found"' in messages[i]["content"])
-            failed = messages[at - 1]["tool_calls"][0]["function"]
-            out.append({"task_id": g["task_id"], "messages": messages[: at + 1],
-                        "tools": _tools_of(events),
-                        "failed": [failed["name"], json.loads(failed["arguments"])]})
+    for task_id, events in _episodes(db):
+        messages = agent_view(events)
+        slips = slipped_turns(events, messages)
+        if not slips:
+            continue
+        at = next(i for i in range(slips[0] + 1, len(messages))
+                  if messages[i]["role"] == "tool" and '"not_found"' in messages[i]["content"])
+        failed = messages[at - 1]["tool_calls"][0]["function"]
+        out.append({"task_id": task_id, "messages": messages[: at + 1],
+                    "tools": _tools_of(events),
+                    "failed": [failed["name"], json.loads(failed["arguments"])]})
+    return out
+
+
+def _steps(task_id: str, events: list[Any]) -> list[dict[str, Any]]:
+    """One context before each action of an oracle episode: the conversation up to that
+    assistant turn, the tools offered, and the tool the oracle called (``[name, arguments]``)."""
+    from coworkenv.agents.chat import agent_view
+    from coworkenv.training.export import _tools_of
+
+    messages, tools = agent_view(events), _tools_of(events)
+    out = []
+    for i, m in enumerate(messages):
+        if m["role"] == "assistant" and m.get("tool_calls"):
+            fn = m["tool_calls"][0]["function"]
+            out.append({"task_id": task_id, "messages": messages[:i], "tools": tools,
+                        "expected": [fn["name"], json.loads(fn["arguments"] or "{}")]})
     return out
 
 
 def step_probes(db: Path, limit: int | None = None) -> list[dict[str, Any]]:
-    """One context before each action of each recorded oracle episode: the conversation up to
-    that assistant turn, the tools offered, and the tool the oracle called (as ``failed``'s
-    place: ``[name, arguments]``). With ``limit``, that many spread evenly over them."""
-    from coworkenv.agents.chat import agent_view
-    from coworkenv.store import Reader
-    from coworkenv.training.export import _tools_of
-
-    out = []
-    with Reader(db) as r:
-        for g in r.graded_episodes(None):
-            events = list(r.events(g["episode_id"]))
-            messages, tools = agent_view(events), _tools_of(events)
-            for i, m in enumerate(messages):
-                if m["role"] == "assistant" and m.get("tool_calls"):
-                    fn = m["tool_calls"][0]["function"]
-                    out.append({"task_id": g["task_id"], "messages": messages[:i],
-                                "tools": tools,
-                                "expected": [fn["name"], json.loads(fn["arguments"] or "{}")]})
-    return _spread(out, limit)
+    """One context before each action of each recorded oracle episode (:func:`_steps`). With
+    ``limit``, that many spread evenly over them."""
+    return _spread([c for task_id, events in _episodes(db) for c in _steps(task_id, events)],
+                   limit)
 
 
 def person_probes(db: Path, limit: int | None = None) -> list[dict[str, Any]]:
     """The step contexts whose oracle action names a person of the task's directory, each with
     the people it named and the directory's ids (``people``)."""
-    from coworkenv.store import Reader
-
-    directories: dict[str, set[str]] = {}
-    with Reader(db) as r:
-        for g in r.graded_episodes(None):
-            directories[g["task_id"]] = {
-                str(e.payload["id"]) for e in r.events(g["episode_id"])
-                if e.kind == "ws.directory.seeded"}
     out = []
-    for p in step_probes(db):
-        ids = directories.get(p["task_id"], set())
-        named = [v for v in _people_named(json.dumps(p["expected"][1])) if _who(v, ids)]
-        if named:
-            out.append({**p, "people": {"named": sorted({_who(v, ids) for v in named}),
-                                        "directory": sorted(ids)}})
+    for task_id, events in _episodes(db):
+        ids = {str(e.payload["id"]) for e in events if e.kind == "ws.directory.seeded"}
+        for p in _steps(task_id, events):
+            named = [v for v in _people_named(json.dumps(p["expected"][1])) if _who(v, ids)]
+            if named:
+                out.append({**p, "people": {"named": sorted({_who(v, ids) for v in named}),
+                                            "directory": sorted(ids)}})
     return _spread(out, limit)
 
 

@@ -7,7 +7,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +17,7 @@ import pytest
 from coworkenv.sim import builtin_tasks
 from coworkenv.store import Reader
 
-from ..conftest import free_port
+from ..conftest import free_port, wait_for_port
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-m", "coworkenv.cli"]
@@ -35,18 +34,8 @@ def viewer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path
     port = free_port()
     proc = subprocess.Popen([*CLI, "view", "--db", str(db), "--port", str(port)], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            urllib.request.urlopen(base + "/api/runs", timeout=1).read()
-            break
-        except OSError:
-            if time.monotonic() > deadline or proc.poll() is not None:
-                proc.kill()
-                raise RuntimeError(f"viewer did not start: {proc.communicate()}") from None
-            time.sleep(0.1)
-    yield base, db
+    wait_for_port(proc, port, timeout=20)
+    yield f"http://127.0.0.1:{port}", db
     proc.terminate()
     proc.wait(10)
 
@@ -181,14 +170,8 @@ def test_episode_content_never_runs_as_script(tmp_path: Path) -> None:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                head = urllib.request.urlopen(base + "/", timeout=1)
-                break
-            except OSError:
-                assert time.monotonic() < deadline and proc.poll() is None
-                time.sleep(0.1)
+        wait_for_port(proc, port, timeout=20)
+        head = urllib.request.urlopen(base + "/", timeout=5)
         csp = head.headers["Content-Security-Policy"]
         assert "script-src 'sha256-" in csp and "unsafe-inline" not in csp.split("style-src")[0]
         with sync_playwright() as p:
