@@ -3,8 +3,9 @@
 # episodes -> each checkpoint served and evaluated (pass@k / pass^k) as soon as it exists.
 # Needs: a CUDA torch and `pip install -e '.[train]'` (add `[vllm]` for SERVER=vllm and
 # USE_VLLM=1), the models on local disk or in a hub cache.
-# A stage whose output is already in WORK is skipped (rerun after an interruption, or prepare
-# the CPU stages elsewhere and bring WORK along); each stage's wall time goes to timings.tsv.
+# A stage whose output is already in WORK is skipped and a run cut midway resumes (rerun after
+# an interruption, or prepare the CPU stages elsewhere and bring WORK along); each stage's wall
+# time goes to timings.tsv.
 set -euo pipefail
 
 CW=${COWORKENV:-coworkenv}
@@ -116,12 +117,12 @@ curriculum=(); if [ "$SFT_CURRICULUM" = 1 ]; then curriculum=(--curriculum); fi
 # 1. teacher demonstrations: the oracle (always), and a model teacher when TEACHER is set;
 # 2. SFT data, held out by family (or every family when evaluating on other tasks)
 if [ ! -s "$WORK/data/sft/train.jsonl" ]; then
-  stage teacher-oracle $CW run "${tasks[@]}" --agent oracle --trials "$TRIALS" --faults 0.15 --slips "$SLIPS" --tools "$TOOLS" --db "$DB" --run-id teacher-oracle --quiet
+  stage teacher-oracle $CW run "${tasks[@]}" --agent oracle --trials "$TRIALS" --faults 0.15 --slips "$SLIPS" --tools "$TOOLS" --db "$DB" --run-id teacher-oracle --resume --quiet
   if [ -n "$TEACHER" ]; then
     vllm serve "$TEACHER" --port "$PORT" --enable-auto-tool-choice --tool-call-parser hermes \
       --gpu-memory-utilization 0.85 > "$WORK/teacher.log" 2>&1 & srv=$!; wait_for $srv "$PORT" "$WORK/served-teacher.json"
     stage teacher-model $CW run "${tasks[@]}" --agent "teacher:openai:$TEACHER" --base-url "http://127.0.0.1:$PORT/v1" \
-      --tools "$TOOLS" --trials "$TRIALS" --model-concurrency 64 --concurrency 256 --db "$DB" --run-id teacher-model --quiet
+      --tools "$TOOLS" --trials "$TRIALS" --model-concurrency 64 --concurrency 256 --db "$DB" --run-id teacher-model --resume --quiet
     kill $srv; wait $srv || true
   fi
   if [ -n "$HELD_OUT" ] && [ -z "$EVAL_TASKS" ]; then
@@ -157,7 +158,7 @@ evaluate() {  # evaluate NAME PATH PORT
   stage "eval-$name" $CW run "${evaluated[@]}" --agent "openai:pocketworker-$name" \
     --base-url "http://127.0.0.1:$port/v1" --tools "$TOOLS" --trials "$EVAL_TRIALS" \
     --max-turns "$EVAL_MAX_TURNS" --max-tokens "$EVAL_MAX_TOKENS" --model-timeout 1800 \
-    --model-concurrency 256 --concurrency 256 --db "$db" --run-id "eval-$name" --quiet \
+    --model-concurrency 256 --concurrency 256 --db "$db" --run-id "eval-$name" --resume --quiet \
     || { kill $srv; return 1; }
   models "$port" > "$WORK/served-$name.json.new" && mv "$WORK/served-$name.json.new" "$WORK/served-$name.json" \
     || rm -f "$WORK/served-$name.json.new"  # (again, after the run: e.g. coworkenv serve's memory_splits)

@@ -14,14 +14,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_prepare_only_makes_the_sft_data_from_long_and_short_tasks(tmp_path: Path) -> None:
-    env = {**os.environ, "PREPARE_ONLY": "1", "SYNTH": "6", "SYNTH_SHORT": "6", "TRIALS": "1",
-           "HELD_OUT": "", "EVAL_TASKS": str(ROOT / "examples/benchmark"),
-           "WORK": str(tmp_path / "w"), "RESULTS": str(tmp_path / "results"),
-           "STUDENT": str(tmp_path / "no-such-model"),
-           "COWORKENV": f"{sys.executable} -m coworkenv.cli",
-           "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
-    p = subprocess.run(["bash", str(ROOT / "examples/pocketworker/gpu_h200.sh")], env=env,
-                       capture_output=True, text=True, timeout=600)
+    env = _env(tmp_path)
+    p = _script(env)
     assert p.returncode == 0, p.stderr[-2000:]
     assert "prepared" in p.stdout and "== eval-base" not in p.stdout
     rows = [json.loads(x) for x in (tmp_path / "w/data/sft/train.jsonl").read_text().splitlines()]
@@ -32,3 +26,25 @@ def test_prepare_only_makes_the_sft_data_from_long_and_short_tasks(tmp_path: Pat
     assert not (tmp_path / "w/ckpt").exists()
     # each stage's time is in RESULTS as soon as the stage ends
     assert (tmp_path / "results/timings.tsv").read_text() == (tmp_path / "w/timings.tsv").read_text()
+
+    # run again after an interruption before the export: the recorded teacher run resumes
+    # (nothing missing) instead of being refused as a run already recorded, and exports
+    (tmp_path / "w/data/sft/train.jsonl").unlink()
+    p = _script(env)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "0 episode(s) this call" in p.stdout + p.stderr
+    assert (tmp_path / "w/data/sft/train.jsonl").read_text().count("\n") == len(rows)
+
+
+def _script(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["bash", str(ROOT / "examples/pocketworker/gpu_h200.sh")], env=env,
+                          capture_output=True, text=True, timeout=600)
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    return {**os.environ, "PREPARE_ONLY": "1", "SYNTH": "6", "SYNTH_SHORT": "6", "TRIALS": "1",
+            "HELD_OUT": "", "EVAL_TASKS": str(ROOT / "examples/benchmark"),
+            "WORK": str(tmp_path / "w"), "RESULTS": str(tmp_path / "results"),
+            "STUDENT": str(tmp_path / "no-such-model"),
+            "COWORKENV": f"{sys.executable} -m coworkenv.cli",
+            "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
