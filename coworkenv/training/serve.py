@@ -155,6 +155,8 @@ class ChatModel:
     tok: Any = field(init=False, repr=False)
     calls: int = 0
     batches: int = 0
+    largest_batch: int = 0
+    """The most padded tokens (rows x (prompt + new tokens)) one ``generate`` has held."""
 
     def __post_init__(self) -> None:
         import torch
@@ -212,8 +214,24 @@ class ChatModel:
                 do_sample=sample, temperature=temperature if sample else None, top_p=None,
                 top_k=None, pad_token_id=pad, eos_token_id=self.tok.eos_token_id)
         self.batches += 1
+        self.largest_batch = max(self.largest_batch, len(prompts) * int(out.shape[1]))
         return [self._reply(r, p, out[i, width:].tolist()) for i, (r, p)
                 in enumerate(zip(requests, prompts, strict=True))]
+
+    def memory(self) -> dict[str, float]:
+        """Megabytes: the weights, and the most the process has held (on a GPU, torch's peak
+        allocation there; on CPU, the process's peak resident memory). With ``largest_batch``,
+        what a padded token costs."""
+        import resource
+
+        import torch
+
+        weights = sum(p.numel() * p.element_size() for p in self.lm.parameters())
+        if self.device.startswith("cuda"):
+            peak = torch.cuda.max_memory_allocated(self.device)
+        else:
+            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        return {"weights_mb": round(weights / 2**20, 1), "peak_mb": round(peak / 2**20, 1)}
 
     def _reply(self, r: Request, prompt_ids: list[int], generated: list[int]) -> dict[str, Any]:
         from trl.chat_template_utils import parse_response
@@ -304,7 +322,10 @@ class ChatServer:
                                             "checkpoint": m.path, "weights_sha256": m.sha,
                                             "device": m.device, "max_batch": self.max_batch,
                                             "max_batch_tokens": self.max_batch_tokens,
-                                            "memory_splits": self.memory_splits}]}
+                                            "memory_splits": self.memory_splits,
+                                            "batches": m.batches,
+                                            "largest_batch_tokens": m.largest_batch,
+                                            **m.memory()}]}
 
     def submit(self, body: dict[str, Any]) -> Future[dict[str, Any]]:
         """Queue one chat request for the generation thread (a bad request fails here, alone,

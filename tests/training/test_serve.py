@@ -75,6 +75,9 @@ def test_concurrent_requests_are_batched_and_equal_to_alone(model: Any) -> None:
             t.join(600)
         served = srv.models()["data"][0]
     assert served["device"] == "cpu" and served["max_batch"] == 8
+    # what the server held, to size --max-batch-tokens: the largest batch, the peak memory
+    assert served["batches"] == model.batches and served["largest_batch_tokens"] > 0
+    assert 500 < served["weights_mb"] < 600 < served["peak_mb"], served  # (135M fp32 weights)
     status, error = replies[-1]
     assert status == 400 and "`messages` must be a non-empty list" in error["error"]["message"]
     for (status, reply), own, body in zip(replies, alone, BODIES, strict=False):
