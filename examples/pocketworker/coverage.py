@@ -10,7 +10,9 @@ reference solutions of two task sets (no episode is run, no model is loaded):
 - tools: the share of the evaluation set's tool calls whose tool the training set ever calls,
   and the tools it never shows;
 - transitions: the share of the evaluation set's consecutive action pairs (``wait`` counted as
-  an action) that appear somewhere in the training set; and the same for the first action.
+  an action) that appear somewhere in the training set; and the same for the first action;
+- argument keys: the share of the evaluation set's tool calls whose tool the training set calls
+  with exactly the same argument names, and per tool the names it never shows.
 
     python examples/pocketworker/coverage.py --train W/synth.jsonl --eval examples/benchmark
 
@@ -32,6 +34,28 @@ from typing import Any
 def actions(task: Any) -> list[str]:
     """A task's reference solution as action names: the tool, ``message`` or ``wait``."""
     return [s.tool if s.kind == "tool" else s.kind for s in task.reference if s.kind != "finish"]
+
+
+def call_shapes(task: Any) -> list[tuple[str, tuple[str, ...]]]:
+    """A task's reference tool calls as (tool, its argument names, sorted)."""
+    return [(s.tool, tuple(sorted(s.args))) for s in task.reference if s.kind == "tool"]
+
+
+def compare_arguments(train: list[tuple[str, tuple[str, ...]]],
+                      evaluated: list[tuple[str, tuple[str, ...]]]) -> dict[str, Any]:
+    """Coverage of ``evaluated``'s tool calls' argument names by ``train``'s (call shapes)."""
+    shown = set(train)
+    names: dict[str, set[str]] = {}
+    for tool, keys in train:
+        names.setdefault(tool, set()).update(keys)
+    never: dict[str, set[str]] = {}
+    for tool, keys in evaluated:
+        if missing := set(keys) - names.get(tool, set()):
+            never.setdefault(tool, set()).update(missing)
+    total = len(evaluated)
+    return {"argument_keys_covered": round(sum(c in shown for c in evaluated) / total, 3)
+            if total else 1.0,
+            "argument_keys_never_shown": {t: sorted(k) for t, k in sorted(never.items())}}
 
 
 def profile(plans: list[list[str]]) -> dict[str, Any]:
@@ -76,10 +100,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--eval", type=Path, action="append", required=True,
                     help="evaluation task file or folder (repeat: one set)")
     a = ap.parse_args(argv)
-    report = compare([actions(t) for t in load_tasks(a.train)],
-                     [actions(t) for t in load_tasks(a.eval)])
+    train, evaluated = load_tasks(a.train), load_tasks(a.eval)
     report = {"train_paths": [str(p) for p in a.train], "eval_paths": [str(p) for p in a.eval],
-              **report}
+              **compare([actions(t) for t in train], [actions(t) for t in evaluated]),
+              **compare_arguments([c for t in train for c in call_shapes(t)],
+                                  [c for t in evaluated for c in call_shapes(t)])}
     print(json.dumps(report, indent=1))
     return report
 

@@ -29,8 +29,21 @@ def test_shares_count_calls_transitions_first_actions_and_lengths() -> None:
     assert r["train"]["actions_median"] == 4 and r["eval"]["actions_max"] == 7
 
 
+def test_argument_keys_count_exact_shapes_and_name_what_is_never_shown() -> None:
+    train = [("email_send", ("body", "subject", "to")), ("docs_edit", ("append", "doc_id"))]
+    evaluated = [("email_send", ("body", "subject", "to")),  # shown exactly
+                 ("email_send", ("body", "to")),  # its names all shown, not this shape
+                 ("docs_edit", ("content", "doc_id")),  # `content` never shown
+                 ("tickets_read", ("ticket_id",))]  # a tool never shown
+    r = coverage.compare_arguments(train, evaluated)
+    assert r["argument_keys_covered"] == 0.25
+    assert r["argument_keys_never_shown"] == {"docs_edit": ["content"],
+                                              "tickets_read": ["ticket_id"]}
+
+
 def test_runs_on_task_folders(capsys) -> None:  # type: ignore[no-untyped-def]
     r = coverage.main(["--train", str(ROOT / "coworkenv/builtin_tasks"),
                        "--eval", str(ROOT / "examples/benchmark")])
     assert r["eval"]["tasks"] >= 40 and r["train"]["tasks"] >= 16
     assert 0 < r["tool_calls_covered"] <= 1 and '"transitions_covered"' in capsys.readouterr().out
+    assert 0 < r["argument_keys_covered"] <= 1
