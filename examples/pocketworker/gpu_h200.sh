@@ -84,13 +84,13 @@ stage() {  # stage NAME COMMAND...: run it, record its wall time (a failed one's
   printf '%s\t%s\n' "$name" "$(seconds "$t0")" | tee -a "$WORK/timings.tsv"
   publish "$WORK/timings.tsv" "$WORK/ckpt/$name/coworkenv-$name.json"
 }
-models() {  # models PORT: what the server on PORT says it serves (/v1/models)
+models() {  # models PORT OUT: what the server on PORT says it serves (/v1/models), into OUT if it answers
   python3 -c "import sys, urllib.request as u; sys.stdout.write(u.urlopen(sys.argv[1], timeout=30).read().decode())" \
-    "http://127.0.0.1:$1/v1/models" 2>/dev/null
+    "http://127.0.0.1:$1/v1/models" > "$2.new" 2>/dev/null && mv "$2.new" "$2" || { rm -f "$2.new"; return 1; }
 }
 wait_for() {  # wait_for PID PORT OUT: the server's /v1/models answers (written to OUT)
   for _ in $(seq 1 900); do
-    models "$2" > "$3" && return 0
+    models "$2" "$3" && return 0
     kill -0 "$1" 2>/dev/null || return 1
     sleep 1
   done
@@ -160,8 +160,7 @@ evaluate() {  # evaluate NAME PATH PORT
     --max-turns "$EVAL_MAX_TURNS" --max-tokens "$EVAL_MAX_TOKENS" --model-timeout 1800 \
     --model-concurrency 256 --concurrency 256 --db "$db" --run-id "eval-$name" --resume --quiet \
     || { kill $srv; return 1; }
-  models "$port" > "$WORK/served-$name.json.new" && mv "$WORK/served-$name.json.new" "$WORK/served-$name.json" \
-    || rm -f "$WORK/served-$name.json.new"  # (again, after the run: e.g. coworkenv serve's memory_splits)
+  models "$port" "$WORK/served-$name.json" || true  # (again, after the run: e.g. coworkenv serve's memory_splits)
   kill $srv; wait $srv 2>/dev/null || true
   $CW eval --db "$db" --run "eval-$name" --k "$EVAL_TRIALS" "${sets[@]}" --out "$WORK"
   publish "$WORK/served-$name.json" "$WORK/serve-$name.log" "$WORK/eval-eval-$name.json" "$db"
