@@ -7,8 +7,10 @@ import itertools
 import json
 import random
 import re
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import anyio
 import pytest
@@ -25,6 +27,7 @@ from coworkenv.synth import (
 )
 from coworkenv.synth.bpmn import read_process
 from coworkenv.synth.compose import Stage, compose
+from coworkenv.synth.people import fresh_people
 from coworkenv.synth.primitives import PRIMITIVES
 from coworkenv.synth.requirement import Parameters, WorkflowRequirement
 from coworkenv.workspace import REGISTRY
@@ -225,6 +228,79 @@ def test_variants_are_sound_tasks(variant: str) -> None:
     else:  # the person is named by role and team only; the team is listed to find them
         team = next(s for s in steps if s.get("tool") == "directory_list_team")["args"]["team"]
         assert f"in the {team} team" in spec["instruction"], spec["instruction"]
+
+
+def _without(args: dict[str, Any], arg: str) -> dict[str, Any]:
+    """The same call without ``arg`` (every other argument kept)."""
+    args = dict(args)
+    if arg == "timezone":  # the same instants, in UTC: only the time zone is missing
+        zone = ZoneInfo(args.pop("timezone"))
+        for k in ("start", "end"):
+            t = datetime.fromisoformat(args[k]).replace(tzinfo=zone).astimezone(UTC)
+            args[k] = t.strftime("%Y-%m-%dT%H:%M:%SZ")
+    elif arg == "content":  # the figures appended below the placeholder
+        args["append"] = args.pop("content").splitlines()[-1]
+    else:
+        args.pop(arg)
+        if arg == "add_attendees":  # (nobody removed either: the invitation unchanged)
+            args.pop("remove_attendees")
+        if set(args) == {"ticket_id"}:
+            args["status"] = "in_progress"  # (an update must change something)
+    return args
+
+
+ARGUMENT_VARIANTS = {  # variant: the primitive, the tool, the argument, the check on it
+    "office": ("schedule", "calendar_create_event", "timezone", "office"),
+    "office+room": ("schedule", "calendar_create_event", "location", "office"),
+    "swap": ("move_meeting", "calendar_update_event", "add_attendees", "swapped"),
+    "room": ("move_meeting", "calendar_update_event", "location", "room"),
+    "urgent": ("change_ticket", "tickets_update", "priority", "priority"),
+    "route": ("change_ticket", "tickets_update", "queue", "routed"),
+    "amount": ("change_ticket", "tickets_update", "fields", "amount"),
+    "replace": ("share", "docs_edit", "content", "placeholder-gone"),
+    "attach": ("share", "email_send", "attachments", "attached")}
+
+
+@pytest.mark.parametrize("variant", list(ARGUMENT_VARIANTS))
+def test_argument_variants_are_sound_and_graded_on_their_argument(variant: str) -> None:
+    """Each variant asks for an argument the plans never used before (a meeting's time zone
+    and room, its attendees, a ticket's priority, queue and amount, a document's whole
+    content, an attachment): the task passes the mutation check, and the same solution
+    without that argument (everything else as the reference) fails a gate."""
+    prim, tool, arg, check = ARGUMENT_VARIANTS[variant]
+    variant, _, room = variant.partition("+")  # (an office meeting with or without a room)
+    params: dict[str, Any] = {"variant": variant, **({"n": 2} if prim == "schedule" else {})}
+    plan = [Stage("ask"), Stage("lookup_doc"), Stage(prim, params), Stage("ask"),
+            Stage("report")]
+    spec = next(x for seed in range(20)
+                if (x := compose(EVERYTHING, random.Random(seed), f"t-{variant}", plan=plan))
+                and any(s.get("tool") == tool and arg in s["args"] for s in x["reference"])
+                and (variant != "office" or bool(room) == any(
+                    "location" in s.get("args", {}) for s in x["reference"])))
+    assert f"{prim}:{variant}" in spec["plan"]["shape"]
+    for x in (spec, fresh_people(spec, random.Random(5), keep={spec["agent"]})):
+        r = validate_task(x, mutate=True)  # (also with people renamed, as --fresh-people)
+        assert r.accepted, r.text()
+        assert r.mutation is not None and r.mutation.sound and r.mutation.applicable >= 3
+    i = next(i for i, s in enumerate(spec["reference"])
+             if s.get("tool") == tool and arg in s["args"])
+    broken = json.loads(json.dumps(spec))
+    broken["reference"][i]["args"] = _without(spec["reference"][i]["args"], arg)
+    assert arg not in broken["reference"][i]["args"]
+    r = validate_task(broken, mutate=False)
+    assert not r.accepted, f"{variant}: the reference without {arg} still passes"
+    assert re.search(rf"\b{check}-\d+", r.text()), r.text()
+
+
+def test_drawn_plans_use_every_argument_variant() -> None:
+    """The variants are drawn, not only composable: plans of the example requirements have
+    each of them."""
+    reqs = [load_requirement(p) for p in sorted((ROOT / "examples/workflows").glob("*.yaml"))]
+    shapes = [compose(req, random.Random(seed), f"t{seed}")["plan"]["shape"]
+              for seed in range(200) for req in reqs]
+    for key, (prim, *_) in ARGUMENT_VARIANTS.items():
+        variant = key.partition("+")[0]
+        assert any(f"{prim}:{variant}" in s for s in shapes), variant
 
 
 def test_new_primitives_reach_tools_the_old_plans_never_used() -> None:
