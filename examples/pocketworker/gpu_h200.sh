@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# PocketWorker recipe v1.6 on one H200 (see RECIPE.md): teacher runs -> SFT -> GRPO on live
+# PocketWorker recipe v1.7 on one H200 (see RECIPE.md): teacher runs -> SFT -> GRPO on live
 # episodes -> each checkpoint served and evaluated (pass@k / pass^k) as soon as it exists.
 # Needs: a CUDA torch and `pip install -e '.[train]'` (add `[vllm]` for SERVER=vllm and
 # USE_VLLM=1), the models on local disk or in a hub cache.
