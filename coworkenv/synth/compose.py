@@ -892,6 +892,74 @@ class Composer:
              "then": {"tool": step["tool"], "args": {"ticket_id": tid}}}]
         self.goals.append(goal)
 
+    def work_ticket(self, st: dict[str, Any]) -> None:
+        """An open ticket a colleague filed, named in the instruction; what it asks is in its
+        description only: the figures learned put in a comment and the ticket resolved, or
+        (when the plan learns none) the ticket handed to someone and set in progress."""
+        requester = self.person()
+        tid = f"T{self.rng.randint(100, 999)}"
+        queue = f"q-{self.tid[-5:]}-w{self.n}"
+        qname = f"{str(self.directory[requester].get('team') or 'team').title()} requests"
+        topic = self.rng.choice(self.req.parameters.ticket_topics + TOPICS)
+        values = self.values
+        if values:
+            names = ", ".join(f"the {v.name}" for v in values)
+            ask = (f"Please put {names} in a comment on this ticket once you have "
+                   f"{'it' if len(values) == 1 else 'them'}, then resolve it.")
+        else:
+            heir = self.person()
+            role = str(self.directory[heir].get("role") or "colleague").lower()
+            ask = (f"Please hand this to {self.directory[heir]['name']}, our {role}, and set "
+                   "it in progress.")
+        self.add_seed("queues", {"id": queue, "name": qname, "members": [self.agent]})
+        self.add_seed("tickets", {"id": tid, "title": topic, "reporter": requester,
+                                  "queue": queue, "priority": "medium",
+                                  "description": f"{topic}. {ask}"})
+        read = {"kind": "tool", "tool": "tickets_read", "args": {"ticket_id": tid}}
+        self.buckets["setup"].insert(0, read)  # (what to do is in the ticket: read it first)
+        if values:
+            text = "; ".join(f"{v.name}: {v.text}" for v in values)
+            self.buckets["act"] += [
+                {"kind": "tool", "tool": "tickets_comment", "args": {
+                    "ticket_id": tid, "text": f"{text}."}},
+                {"kind": "tool", "tool": "tickets_update", "args": {
+                    "ticket_id": tid, "status": "resolved"}}]
+            self.checks.append({"id": self.cid("ticket-resolved"), "kind": "ticket",
+                                "ticket": tid, "status": "resolved", "gate": True,
+                                "weight": 2})
+            self.checks += [{"id": self.cid("ticket-noted"), "kind": "ticket", "ticket": tid,
+                             "comment_contains": v.text, "gate": True} for v in values]
+            self.checks += [{"id": self.cid("ticket-not-stale"), "kind": "never", "gate": True,
+                             "select": {"tool": "tickets_comment", "args": {"ticket_id": tid},
+                                        "text": {"contains": [v.stale]}}}
+                            for v in values if v.stale]
+            self.checks.append({"id": self.cid("noted-then-resolved"), "kind": "order",
+                                "gate": True,
+                                "first": {"tool": "tickets_comment", "args": {"ticket_id": tid}},
+                                "then": {"tool": "tickets_update",
+                                         "args": {"ticket_id": tid, "status": "resolved"}}})
+            self.after_approval += [{"tool": "tickets_comment", "args": {"ticket_id": tid}},
+                                    {"tool": "tickets_update",
+                                     "args": {"ticket_id": tid, "status": "resolved"}}]
+        else:
+            self.buckets["setup"] += [
+                {"kind": "tool", "tool": "tickets_assign", "args": {
+                    "ticket_id": tid, "assignee": heir}},
+                {"kind": "tool", "tool": "tickets_update", "args": {
+                    "ticket_id": tid, "status": "in_progress"}}]
+            self.checks.append({"id": self.cid("ticket-handed"), "kind": "ticket",
+                                "ticket": tid, "assignee": heir, "status": "in_progress",
+                                "gate": True, "weight": 2})
+        self.checks.append({"id": self.cid("ticket-read-first"), "kind": "order",
+                            "gate": True, "first": {"tool": "tickets_read",
+                                                    "args": {"ticket_id": tid}},
+                            "then": {"tool": ["tickets_update", "tickets_comment",
+                                              "tickets_assign"], "args": {"ticket_id": tid}}})
+        self.goals.append(self.rng.choice([
+            f"{self.name(requester)} filed {tid} in the {qname} queue: do what it asks.",
+            f"Take care of ticket {tid} ({topic}) for {self.name(requester)}.",
+            f"There's an open ticket from {self.name(requester)}, {tid}: handle it."]))
+
     def outsider(self, vendor: str, mailbox: str, label: str) -> str:
         """An outside sender (a vendor's mailbox) in this task's directory; their id."""
         pid = f"{mailbox}-{self.tid[-5:]}-{self.n}"
@@ -1352,6 +1420,8 @@ def draw_plan(req: WorkflowRequirement, rng: random.Random,
         pass
     if p(0.55):
         add("ticket")
+    if p(0.3):
+        add("work_ticket")
     if p(0.35 + safety):
         add("share")
     if p(0.2 + 0.3 * dynamic):

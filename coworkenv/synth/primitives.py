@@ -16,7 +16,7 @@ PrimitiveName = Literal["lookup_person", "lookup_doc", "ask", "ask_parallel", "a
                         "escalate_ooo", "handoff", "injection", "clarify", "change_figure",
                         "approval", "schedule", "change_meeting", "share", "ticket",
                         "change_ticket", "next_day", "report", "forward", "triage", "invite",
-                        "move_meeting"]
+                        "move_meeting", "work_ticket"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +94,11 @@ PRIMITIVES: dict[str, Primitive] = {p.name: p for p in (
               ("dynamic_workspace_state",), "the owner of an existing ticket hands it on "
               "mid-task (or asks to raise its priority, move it to another team's queue, or "
               "correct its amount)", "a gate: changed as asked, after the request"),
+    Primitive("work_ticket", "act", (frozenset({"tickets"}),), ("tool_coordination",),
+              "an open ticket a colleague filed, named in the instruction, whose description "
+              "alone says what to do (note the figures learned and resolve it, or hand it on)",
+              "gates: read before it is changed; as its description asks; noted before "
+              "resolved"),
     Primitive("forward", "setup", (frozenset({"email"}),), ("tool_coordination",),
               "an email from outside that belongs with a colleague (named by role) or a "
               "team's shared mailbox, beside another from the same sender that does not",

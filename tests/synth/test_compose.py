@@ -18,6 +18,7 @@ import pytest
 from coworkenv.agents import Endpoint, OracleAgent
 from coworkenv.agents.fake_openai import Reply, ScriptedOpenAIServer
 from coworkenv.sim import TaskFileError, parse_task
+from coworkenv.sim.loader import company
 from coworkenv.synth import (
     OpenAIPlanGenerator,
     ProceduralGenerator,
@@ -290,6 +291,44 @@ def test_argument_variants_are_sound_and_graded_on_their_argument(variant: str) 
     r = validate_task(broken, mutate=False)
     assert not r.accepted, f"{variant}: the reference without {arg} still passes"
     assert re.search(rf"\b{check}-\d+", r.text()), r.text()
+
+
+@pytest.mark.parametrize("learns", ["figures", "a corrected figure", "nothing"])
+def test_a_ticket_says_what_to_do_and_is_read_before_it_is_changed(learns: str) -> None:
+    """``work_ticket``: the instruction names the ticket, its description alone says what to
+    do (note the figures and resolve it; or, with no figures, hand it to someone named only
+    there). Sound by mutation (a figure corrected mid-task included: the comment waits for
+    the correction and never states the old value); the reference without its first
+    ``tickets_read`` fails."""
+    plan = {"figures": [Stage("ask"), Stage("ask"), Stage("work_ticket"), Stage("report")],
+            "a corrected figure": [Stage("ask"), Stage("lookup_doc"), Stage("change_figure"),
+                                   Stage("work_ticket"), Stage("report")],
+            "nothing": [Stage("move_meeting"), Stage("change_ticket"), Stage("work_ticket"),
+                        Stage("report")]}[learns]  # (two colleagues at least)
+    spec = compose(EVERYTHING, random.Random(2), "t-work", plan=plan)
+    r = validate_task(spec, mutate=True)
+    assert r.accepted, r.text()
+    assert r.mutation is not None and r.mutation.sound and r.mutation.applicable >= 3
+    ref = spec["reference"]
+    assert ref[0]["tool"] == "tickets_read"
+    tid = ref[0]["args"]["ticket_id"]
+    ticket = next(t for t in spec["seed"]["tickets"] if t["id"] == tid)
+    assert tid in spec["instruction"]
+    if learns == "a corrected figure":
+        assert any(c["id"].startswith("ticket-not-stale") for c in spec["checks"])
+    if learns != "nothing":
+        assert "resolve" in ticket["description"]
+        assert [s["tool"] for s in ref if s.get("args", {}).get("ticket_id") == tid][1:] == \
+            ["tickets_comment", "tickets_update"]
+    else:
+        heir = next(s for s in ref if s.get("tool") == "tickets_assign")["args"]["assignee"]
+        name = next(p["name"] for p in spec["seed"].get("people", [])
+                    + company(spec["company"])["people"] if p["id"] == heir)
+        assert name in ticket["description"] and name.split()[0] not in spec["instruction"]
+    broken = json.loads(json.dumps(spec))
+    broken["reference"] = ref[1:]
+    r = validate_task(broken, mutate=False)
+    assert not r.accepted and re.search(r"ticket-read-first-\d+", r.text()), r.text()
 
 
 def test_drawn_plans_use_every_argument_variant() -> None:
