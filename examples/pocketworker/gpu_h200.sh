@@ -145,7 +145,10 @@ if [ -n "$EVAL_ONLY" ]; then IFS=, read -ra ids <<< "$EVAL_ONLY"; for id in "${i
 # training and each other; `coworkenv eval` reads several stores at once.
 evaluate() {  # evaluate NAME PATH PORT
   local name=$1 path=$2 port=$3 srv db=$WORK/eval-$1.db
-  if [ -s "$WORK/eval-$name.done" ]; then return 0; fi
+  if [ -s "$WORK/eval-$name.done" ]; then  # (done before: its results into RESULTS again,
+    publish "$WORK/served-$name.json" "$WORK/serve-$name.log" "$WORK/eval-eval-$name.json" "$db"
+    return 0                                # which may be a new folder on a rerun)
+  fi
   if [ "$SERVER" = vllm ]; then
     vllm serve "$path" --served-model-name "pocketworker-$name" --port "$port" --enable-auto-tool-choice \
       --tool-call-parser hermes --gpu-memory-utilization 0.85 > "$WORK/serve-$name.log" 2>&1 & srv=$!

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -48,3 +49,26 @@ def _env(tmp_path: Path) -> dict[str, str]:
             "STUDENT": str(tmp_path / "no-such-model"),
             "COWORKENV": f"{sys.executable} -m coworkenv.cli",
             "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+
+
+def test_the_lease_script_sets_only_what_the_recipe_reads(tmp_path: Path) -> None:
+    """``lease.sh go`` passes the recipe its settings by name: each must be one gpu_h200.sh
+    reads (a misspelt one would be ignored there, and the lease spent on defaults). Without
+    the first call's part it stops at once and says so."""
+    lease = (ROOT / "examples/pocketworker/lease.sh").read_text()
+    recipe = (ROOT / "examples/pocketworker/gpu_h200.sh").read_text()
+    start = lease.index('timeout "${BUDGET_S')
+    run = lease[start:lease.index('bash "$HERE/gpu_h200.sh"', start)]
+    passed = set(re.findall(r"\b([A-Z][A-Z_0-9]+)=", run))
+    assert {"STUDENT", "SFT_STEPS", "GRPO_STEPS", "EVAL_TRIALS", "RESULTS"} <= passed
+    read = set(re.findall(r"^([A-Z][A-Z_0-9]+)=\$\{\1[:-]", recipe, re.M))
+    assert passed <= read, passed - read
+    shared = set(re.findall(r"\b([A-Z][A-Z_]+)=\$\{\1:?-", lease.split("prepare()")[0]))
+    assert {"SYNTH", "SYNTH_SHORT", "TRIALS"} <= shared <= read | {"LEASE"}, shared - read
+    p = subprocess.run(["bash", str(ROOT / "examples/pocketworker/lease.sh"), "go"],
+                       env={**os.environ, "LEASE": str(tmp_path / "lease")},
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 1 and "call 1 (carrying c1) must come first" in p.stderr, p.stderr
+    p = subprocess.run(["bash", str(ROOT / "examples/pocketworker/lease.sh")],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and "usage: lease.sh prepare | go" in p.stderr
