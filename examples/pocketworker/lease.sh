@@ -3,8 +3,8 @@
 # at most 64 MiB, in one call of at most 600 s (RECIPE.md, "For the next lease"):
 #
 #   bash examples/pocketworker/lease.sh prepare     # here: CPU stages, bundle, two parts
-#   # call 1 on the host, carrying .dev/lease/c1:   true
-#   # call 2 right after it (the host keeps c1 only while it is warm), carrying .dev/lease/c2:
+#   # call 1 on the host, carrying runs/lease/c1:   true
+#   # call 2 right after it (the host keeps c1 only while it is warm), carrying runs/lease/c2:
 #   bash examples/pocketworker/lease.sh go          # there: install, run, results to $OUT
 #
 # `go` joins the parts, installs them beside the host's own torch, runs gpu_h200.sh under
@@ -16,8 +16,9 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 HERE=$ROOT/examples/pocketworker
-LEASE=${LEASE:-$ROOT/.dev/lease}               # where prepare puts c1/ and c2/ (ignored by git)
-WORK=${WORK:-W}
+LEASE=${LEASE:-$ROOT/runs/lease}               # where prepare puts c1/ and c2/ (runs/ is ignored by git:
+                                               # only what a call carries travels, not the 350 MB WORK)
+WORK=${WORK:-runs/lease/work}
 export SYNTH=${SYNTH:-1000} SYNTH_SHORT=${SYNTH_SHORT:-1000} TRIALS=${TRIALS:-2} HELD_OUT=${HELD_OUT-}
 export EVAL_TASKS=${EVAL_TASKS:-examples/benchmark}
 
