@@ -22,6 +22,8 @@ from zoneinfo import ZoneInfo
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..sim.loader import company
+from ..workspace.models import parse_iso
+from ..workspace.text import as_number
 from .primitives import PRIMITIVES, PrimitiveName
 from .requirement import WorkflowRequirement
 
@@ -105,8 +107,7 @@ def _money(rng: random.Random, lo: int, hi: int) -> str:
 def _local(utc: str, zone: str) -> str:
     """A UTC time stamp as the wall-clock time in ``zone``, without an offset (how a person
     writes a meeting's time in an invitation sent in that zone)."""
-    t = datetime.fromisoformat(utc.replace("Z", "+00:00")).astimezone(ZoneInfo(zone))
-    return t.strftime("%Y-%m-%dT%H:%M")
+    return parse_iso(utc).astimezone(ZoneInfo(zone)).strftime("%Y-%m-%dT%H:%M")
 
 
 def _utc(day: int, hh: int, mm: int = 0) -> str:
@@ -823,7 +824,8 @@ class Composer:
         ticket: Spec = {"id": tid, "title": topic, "reporter": self.user, "assignee": owner,
                         "priority": "medium"}
         handed = {"actor": owner, "to": self.agent, "text": {"contains": [tid]}}
-        update: Spec = {"ticket_id": tid}
+        update: Spec = {"ticket_id": tid}  # (what each variant's tickets_update sets)
+        step: Spec = {"kind": "tool", "tool": "tickets_update", "args": update}
         if variant == "urgent":
             why = self.rng.choice(["the whole sales team is blocked by it",
                                    "a customer demo depends on it tomorrow",
@@ -857,7 +859,7 @@ class Composer:
                                      "members": [owner, self.agent]})
             was = self.fresh_money(*self.req.parameters.amounts)
             now = self.fresh_money(*self.req.parameters.amounts)
-            ticket |= {"queue": queue, "fields": {"amount": float(was[1:].replace(",", ""))}}
+            ticket |= {"queue": queue, "fields": {"amount": as_number(was)}}
             text = (f"The quote behind {tid} ({topic}) changed from {was} to {now}. Please "
                     "correct the amount on the ticket.")
             update["fields"] = {"amount": now}
@@ -869,14 +871,12 @@ class Composer:
             heir = self.person()
             text = (f"I'm moving to another project today. Please hand {tid} ({topic}) to "
                     f"{self.name(heir)}.")
-            step: Spec = {"kind": "tool", "tool": "tickets_assign",
-                          "args": {"ticket_id": tid, "assignee": heir}}
+            step = {"kind": "tool", "tool": "tickets_assign",
+                    "args": {"ticket_id": tid, "assignee": heir}}
             check = {"id": self.cid("reassigned"), "kind": "ticket", "ticket": tid,
                      "assignee": heir, "gate": True}
             outcome = f"{tid} is now with {self.name(heir)}"
             goal = f"Keep {tid} with whoever is responsible for it today."
-        if variant:
-            step = {"kind": "tool", "tool": "tickets_update", "args": update}
         self.add_seed("tickets", ticket)
         self.timeline.append({"at": LATE, "actor": owner, "action": {
             "kind": "message", "to": self.agent, "text": text}})
@@ -1357,12 +1357,13 @@ def _metric_of(step: str) -> str:
     return what.lower() or "figure"
 
 
-VARIANTS: dict[str, tuple[str, ...]] = {
-    "schedule": ("office",), "move_meeting": ("swap", "room"),
-    "change_ticket": ("urgent", "route", "amount"), "share": ("replace", "attach")}
-"""Variants a drawn plan gives half of these primitives' steps: other arguments of the same
-tools (a meeting's place and time zone, its attendees, a ticket's priority, queue and fields,
-a document's whole content, an email's attachments)."""
+VARIANTS: dict[str, dict[str, str]] = {
+    "schedule": {"office": "calendar"}, "move_meeting": {"swap": "calendar", "room": "calendar"},
+    "change_ticket": {"urgent": "tickets", "route": "tickets", "amount": "tickets"},
+    "share": {"replace": "docs", "attach": "email"}}
+"""Variants a drawn plan gives half of these primitives' steps, with the app each needs:
+other arguments of the same tools (a meeting's place and time zone, its attendees, a ticket's
+priority, queue and fields, a document's whole content, an email's attachments)."""
 
 
 def _usable(req: WorkflowRequirement, name: str) -> bool:
@@ -1447,9 +1448,8 @@ def draw_plan(req: WorkflowRequirement, rng: random.Random,
             if s.primitive == "lookup_doc" and p(0.5):
                 s.params["variant"] = rng.choice(variants)
     for s in plan:  # half of these steps ask for other arguments of the same tools
-        choices = VARIANTS.get(s.primitive, ())
-        if choices and p(0.5):
-            usable = [v for v in choices if v != "attach" or "email" in req.apps]
+        usable = [v for v, app in VARIANTS.get(s.primitive, {}).items() if app in req.apps]
+        if usable and p(0.5):
             s.params["variant"] = rng.choice(usable)
     return plan
 

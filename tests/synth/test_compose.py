@@ -27,7 +27,7 @@ from coworkenv.synth import (
     validate_task,
 )
 from coworkenv.synth.bpmn import read_process
-from coworkenv.synth.compose import Stage, compose
+from coworkenv.synth.compose import VARIANTS, Stage, compose
 from coworkenv.synth.people import fresh_people
 from coworkenv.synth.primitives import PRIMITIVES
 from coworkenv.synth.requirement import Parameters, WorkflowRequirement
@@ -333,7 +333,9 @@ def test_a_ticket_says_what_to_do_and_is_read_before_it_is_changed(learns: str) 
 
 def test_drawn_plans_use_every_argument_variant() -> None:
     """The variants are drawn, not only composable: plans of the example requirements have
-    each of them."""
+    each of them; and every variant the composer draws is one the test above grades."""
+    assert {(prim, key.partition("+")[0]) for key, (prim, *_) in ARGUMENT_VARIANTS.items()} \
+        == {(prim, v) for prim, vs in VARIANTS.items() for v in vs}
     reqs = [load_requirement(p) for p in sorted((ROOT / "examples/workflows").glob("*.yaml"))]
     shapes = [compose(req, random.Random(seed), f"t{seed}")["plan"]["shape"]
               for seed in range(200) for req in reqs]
