@@ -143,31 +143,29 @@ if [ -n "$EVAL_TASKS" ]; then evaluated=(--tasks "$EVAL_TASKS"); sets=(--set "ev
 if [ -n "$EVAL_ONLY" ]; then IFS=, read -ra ids <<< "$EVAL_ONLY"; for id in "${ids[@]}"; do evaluated+=(--only "$id"); done; fi
 # Each evaluation has its own port and store (WORK/eval-NAME.db), so evaluations can run beside
 # training and each other; `coworkenv eval` reads several stores at once.
-evaluate() {  # evaluate NAME PATH PORT
+evaluate() {  # evaluate NAME PATH PORT (done before: only its results into RESULTS, again)
   local name=$1 path=$2 port=$3 srv db=$WORK/eval-$1.db
-  if [ -s "$WORK/eval-$name.done" ]; then  # (done before: its results into RESULTS again,
-    publish "$WORK/served-$name.json" "$WORK/serve-$name.log" "$WORK/eval-eval-$name.json" "$db"
-    return 0                                # which may be a new folder on a rerun)
+  if [ ! -s "$WORK/eval-$name.done" ]; then
+    if [ "$SERVER" = vllm ]; then
+      vllm serve "$path" --served-model-name "pocketworker-$name" --port "$port" --enable-auto-tool-choice \
+        --tool-call-parser hermes --gpu-memory-utilization 0.85 > "$WORK/serve-$name.log" 2>&1 & srv=$!
+    else
+      local cap=(); if [ -n "$SERVE_BATCH_TOKENS" ]; then cap=(--max-batch-tokens "$SERVE_BATCH_TOKENS"); fi
+      $CW serve --model "$path" --name "pocketworker-$name" --port "$port" --device "$serve_device" \
+        --max-batch 256 "${cap[@]}" > "$WORK/serve-$name.log" 2>&1 & srv=$!
+    fi
+    wait_for $srv "$port" "$WORK/served-$name.json" || { cat "$WORK/serve-$name.log"; return 1; }
+    stage "eval-$name" $CW run "${evaluated[@]}" --agent "openai:pocketworker-$name" \
+      --base-url "http://127.0.0.1:$port/v1" --tools "$TOOLS" --trials "$EVAL_TRIALS" \
+      --max-turns "$EVAL_MAX_TURNS" --max-tokens "$EVAL_MAX_TOKENS" --model-timeout 1800 \
+      --model-concurrency 256 --concurrency 256 --db "$db" --run-id "eval-$name" --resume --quiet \
+      || { kill $srv; return 1; }
+    models "$port" "$WORK/served-$name.json" || true  # (again, after the run: e.g. coworkenv serve's memory_splits)
+    kill $srv; wait $srv 2>/dev/null || true
+    $CW eval --db "$db" --run "eval-$name" --k "$EVAL_TRIALS" "${sets[@]}" --out "$WORK"
+    date > "$WORK/eval-$name.done"
   fi
-  if [ "$SERVER" = vllm ]; then
-    vllm serve "$path" --served-model-name "pocketworker-$name" --port "$port" --enable-auto-tool-choice \
-      --tool-call-parser hermes --gpu-memory-utilization 0.85 > "$WORK/serve-$name.log" 2>&1 & srv=$!
-  else
-    local cap=(); if [ -n "$SERVE_BATCH_TOKENS" ]; then cap=(--max-batch-tokens "$SERVE_BATCH_TOKENS"); fi
-    $CW serve --model "$path" --name "pocketworker-$name" --port "$port" --device "$serve_device" \
-      --max-batch 256 "${cap[@]}" > "$WORK/serve-$name.log" 2>&1 & srv=$!
-  fi
-  wait_for $srv "$port" "$WORK/served-$name.json" || { cat "$WORK/serve-$name.log"; return 1; }
-  stage "eval-$name" $CW run "${evaluated[@]}" --agent "openai:pocketworker-$name" \
-    --base-url "http://127.0.0.1:$port/v1" --tools "$TOOLS" --trials "$EVAL_TRIALS" \
-    --max-turns "$EVAL_MAX_TURNS" --max-tokens "$EVAL_MAX_TOKENS" --model-timeout 1800 \
-    --model-concurrency 256 --concurrency 256 --db "$db" --run-id "eval-$name" --resume --quiet \
-    || { kill $srv; return 1; }
-  models "$port" "$WORK/served-$name.json" || true  # (again, after the run: e.g. coworkenv serve's memory_splits)
-  kill $srv; wait $srv 2>/dev/null || true
-  $CW eval --db "$db" --run "eval-$name" --k "$EVAL_TRIALS" "${sets[@]}" --out "$WORK"
   publish "$WORK/served-$name.json" "$WORK/serve-$name.log" "$WORK/eval-eval-$name.json" "$db"
-  date > "$WORK/eval-$name.done"
 }
 compare() {  # compare A B: B - A paired by task
   $CW eval --db "$WORK/eval-$1.db" --db "$WORK/eval-$2.db" --compare "eval-$1" "eval-$2" "${sets[@]}" --out "$WORK"
