@@ -64,6 +64,14 @@ def chat_tokenizer(path: str) -> Any:
     return add_response_schema(tok)
 
 
+def padded_size(sizes: list[tuple[int, int]]) -> int:
+    """The tokens a batch of requests of ``sizes`` (prompt tokens, new tokens) holds, padded:
+    rows x (longest prompt + most new tokens)."""
+    if not sizes:
+        return 0
+    return len(sizes) * (max(p for p, _ in sizes) + max(n for _, n in sizes))
+
+
 def plan_batches(sizes: list[tuple[int, int]], max_rows: int,
                  max_tokens: int | None) -> list[list[int]]:
     """Batches for requests of ``sizes`` (prompt tokens, new tokens), as lists of their
@@ -72,17 +80,13 @@ def plan_batches(sizes: list[tuple[int, int]], max_rows: int,
     request bigger than the cap alone is a batch of its own."""
     order = sorted(range(len(sizes)), key=lambda i: -sizes[i][0])
     out: list[list[int]] = []
-    width = new = 0
     for i in order:
-        prompt, tokens = sizes[i]
         if out and len(out[-1]) < max_rows and (
                 max_tokens is None
-                or (len(out[-1]) + 1) * (max(width, prompt) + max(new, tokens)) <= max_tokens):
+                or padded_size([sizes[j] for j in (*out[-1], i)]) <= max_tokens):
             out[-1].append(i)
-            width, new = max(width, prompt), max(new, tokens)
         else:
             out.append([i])
-            width, new = prompt, tokens
     return out
 
 
@@ -446,8 +450,7 @@ class ChatServer:
 
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
-        size = len(batch) * (max(len(p) for _, p, _ in batch)
-                             + max(r.max_tokens for r, _, _ in batch))
+        size = padded_size([(len(p), r.max_tokens) for r, p, _ in batch])
         cap = max(1, size // 2)
         self.max_batch_tokens = min(cap, self.max_batch_tokens or cap)
         self.memory_splits += 1
