@@ -31,6 +31,8 @@ SKIP = [  # (pattern, why it is not run here)
      "this path with a scripted model server"),
     (r"^python bench/tau2_agreement\.py", "needs tau2-bench in its own Python 3.12 venv; "
      "docs/tau2_agreement.md is its recorded report"),
+    (r"^python bench/serve\.py", "tests/training/test_serve.py runs it, small, and checks "
+     "its JSON"),
     (r"^vf-eval coworkenv-verifiers", "verifiers needs its own environment (it pins mcp 2.0): "
      "tests/test_verifiers.py runs this command there against a scripted model server"),
 ]

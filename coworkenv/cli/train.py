@@ -265,17 +265,30 @@ def serve(
         "tokens): bounds the server's memory, e.g. beside training on one GPU (default: no "
         "cap; a batch that runs out of memory is served again in halves and lowers the cap)")
     ] = None,
+    prefix_cache_mb: Annotated[float | None, typer.Option(
+        min=0, help="Megabytes of key/value caches kept for requests that continue a "
+        "conversation (an episode's next turn): only the tokens they add are computed, and "
+        "requests are generated one at a time (0: none, batches). Default: 2048 on the CPU, "
+        "where computing prompts is most of a call; 0 on a GPU")] = None,
 ) -> None:
     """Serve a checkpoint as an OpenAI-compatible chat endpoint (transformers; the chat
     template and tool-call parser training uses), for `coworkenv run --agent openai:NAME`.
-    Concurrent requests are generated in batches, similar lengths together."""
+    Concurrent requests are generated in batches, similar lengths together; on the CPU, one
+    at a time, each continuing its conversation's cached prefix (--prefix-cache-mb)."""
     _train_imports("serve")
-    from ..training.serve import ChatModel, ChatServer
+    from ..training.serve import ChatModel, ChatServer, default_prefix_cache_mb
 
-    m = ChatModel(model, name=name or "", device=device)
+    if prefix_cache_mb is None:
+        prefix_cache_mb = default_prefix_cache_mb(device)
+    m = ChatModel(model, name=name or "", device=device, prefix_cache_mb=prefix_cache_mb)
     srv = ChatServer(m, host, port, max_batch=max_batch, max_batch_tokens=max_batch_tokens)
-    cap = f" and {max_batch_tokens} padded tokens" if max_batch_tokens else ""
+    if m.prefixes is not None:
+        how = f"one request at a time, reusing up to {prefix_cache_mb:g} MB of cached prefixes"
+    else:
+        cap = f" and {max_batch_tokens} padded tokens" if max_batch_tokens else ""
+        off = " (this model's caches cannot be cut to a prefix)" if prefix_cache_mb else ""
+        how = f"up to {max_batch} requests{cap} a batch{off}"
     console.print(f"serving {m.name} (checkpoint {m.path}, weights sha256 {m.sha}) on {m.device} "
-                  f"at {srv.base_url}, up to {max_batch} requests{cap} a batch", highlight=False)
+                  f"at {srv.base_url}, {how}", highlight=False)
     with contextlib.suppress(KeyboardInterrupt):
         srv.serve_forever()

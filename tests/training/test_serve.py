@@ -188,6 +188,129 @@ def test_seeded_samples_run_alone_and_repeat(model: Any) -> None:
     assert r1["choices"][0]["message"] == r2["choices"][0]["message"]  # a seed means what it says
 
 
+@pytest.fixture(scope="module")
+def continuing(model: Any) -> Any:
+    """The same checkpoint with a prefix cache (already converted: loads in a second)."""
+    from coworkenv.training.serve import ChatModel
+
+    return ChatModel(str(GGUF), name="smollm2", device="cpu", prefix_cache_mb=256)
+
+
+def _turns(first: dict[str, Any], reply: dict[str, Any], turn: int) -> dict[str, Any]:
+    """The next request of a conversation: the reply, then a tool's result (a user's line when
+    the reply called no tool)."""
+    msg = dict(reply["message"])
+    nxt = [msg]
+    if msg.get("tool_calls"):
+        nxt += [{"role": "tool", "tool_call_id": c["id"], "content": json.dumps(
+            {"ok": True, "result": {"sent": True, "turn": turn}})} for c in msg["tool_calls"]]
+    else:
+        nxt.append({"role": "user", "content": f"Thanks. Now email priya too (turn {turn})."})
+    return {**first, "messages": [*first["messages"], *nxt]}
+
+
+def test_a_continued_conversation_computes_only_what_it_adds(model: Any, continuing: Any) -> None:
+    """With a prefix cache, each turn of a conversation computes only the tokens it adds to the
+    last, and the replies are the ones the model gives without it; a second conversation in
+    between (the same system turn and tools) leaves the first one's cache in place."""
+    from coworkenv.training.serve import Request
+
+    body = BODIES[0]
+    other = {**BODIES[3], "max_tokens": 8}
+    c = continuing.prefixes
+    assert c is not None and c.mb_per_token == pytest.approx(30 * 3 * 64 * 2 * 4 / 2**20)
+    sizes = []
+    for turn in range(3):
+        request = Request.from_body(body)
+        plain = model.complete_many([request])[0]
+        before = c.reused, c.computed
+        cached = continuing.complete_many([request])[0]
+        assert cached == plain, turn  # the same tokens, parsed the same way
+        sizes.append((c.reused - before[0], c.computed - before[1], plain["usage"]["prompt_tokens"]))
+        shared = continuing.complete_many([Request.from_body(other)])[0]
+        assert shared == model.complete_many([Request.from_body(other)])[0]
+        body = _turns(BODIES[0], plain, turn)
+    (r0, c0, p0), (r1, c1, p1), (r2, c2, p2) = sizes
+    assert (r0, c0) == (0, p0)  # nothing cached yet: the whole prompt is computed
+    for reused, computed, prompt in ((r1, c1, p1), (r2, c2, p2)):
+        assert reused + computed == prompt
+        # the conversation's own cache (not the other one's, which shares only the system turn
+        # and the tools): what is computed is the reply as the template writes it and the result
+        assert reused >= p0 and computed < 80, sizes
+    assert continuing.prefix_stats()["prefix_tokens_reused"] == c.reused > 0
+
+
+def test_a_server_with_a_prefix_cache_serves_one_at_a_time(continuing: Any, model: Any) -> None:
+    from coworkenv.training.serve import ChatServer, Request
+
+    alone = [model.complete_many([Request.from_body(b)])[0] for b in BODIES]
+    before = continuing.batches
+    with ChatServer(continuing, max_batch=8) as srv:
+        replies: list[Any] = [None] * len(BODIES)
+        threads = [threading.Thread(target=lambda i=i, b=b: replies.__setitem__(
+            i, _post(srv.base_url, b))) for i, b in enumerate(BODIES)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(600)
+        served = srv.models()["data"][0]
+    assert continuing.batches - before == len(BODIES)
+    assert served["prefix_cache_mb"] == 256 and served["prefix_tokens_computed"] > 0
+    for (status, reply), own in zip(replies, alone, strict=True):
+        assert status == 200 and reply["choices"][0]["message"] == own["message"]
+
+
+def test_prefix_cache_keeps_the_recent_conversations_under_its_budget() -> None:
+    """Real (tiny) caches: a continuation takes its own entry, a branch gets a copy cut to the
+    shared prefix, and the least recently used entries go when the budget is exceeded."""
+    import torch
+    from transformers import DynamicCache
+
+    from coworkenv.training.serve import PrefixCache
+
+    def kv(tokens: list[int]) -> Any:
+        cache = DynamicCache()
+        t = torch.tensor(tokens, dtype=torch.float32).view(1, 1, -1, 1)
+        cache.update(t, t.clone(), 0)
+        return cache
+
+    c = PrefixCache(max_mb=10, mb_per_token=1)
+    assert c.take([1, 2, 3]) == (None, 0)
+    c.put([1, 2, 3, 4], kv([1, 2, 3, 4]))
+    c.put([1, 2, 9], kv([1, 2, 9]))
+    branch, n = c.take([1, 2, 3, 7])  # shares 3 tokens with the first: a copy, cut to them
+    assert n == 3 and branch.get_seq_length() == 3 and c.tokens == 7
+    assert branch.layers[0].keys.flatten().tolist() == [1, 2, 3]
+    own, n = c.take([1, 2, 9, 5, 6])  # continues the second: its own entry, taken out
+    assert n == 3 and own.get_seq_length() == 3 and c.tokens == 4
+    same, n = c.take([1, 2, 3, 4])  # the same prompt again: all but its last token
+    assert n == 3 and same.get_seq_length() == 3 and c.tokens == 4
+    c.put([5, 6, 7, 8, 9, 10], kv([5, 6, 7, 8, 9, 10]))  # 10 tokens: at the budget
+    assert c.tokens == 10
+    c.put([11], kv([11]))  # over: the least recently used (1, 2, 3, 4) goes
+    assert c.tokens == 7 and c.take([1, 2, 3, 4])[0] is None
+    assert c.reused == 9 and c.computed == 3 + 1 + 2 + 1 + 4
+    with pytest.raises(ValueError, match="max_mb must be positive, not 0"):
+        PrefixCache(0, 1)
+
+
+def test_a_model_with_sliding_windows_keeps_no_prefix_cache(tmp_path: Path, model: Any) -> None:
+    """Cut to a prefix, a sliding window's cache would be wrong: such a model keeps none."""
+    from transformers import AutoTokenizer, MistralConfig, MistralForCausalLM
+
+    from coworkenv.training.serve import ChatModel
+
+    config = MistralConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                           num_attention_heads=4, num_key_value_heads=2, sliding_window=16,
+                           vocab_size=len(model.tok))
+    MistralForCausalLM(config).save_pretrained(tmp_path)
+    AutoTokenizer.from_pretrained(model.path).save_pretrained(tmp_path)
+    m = ChatModel(str(tmp_path), device="cpu", prefix_cache_mb=64)
+    assert m.prefixes is None and m.prefix_stats()["prefix_cache_mb"] == 0
+    with pytest.raises(ValueError, match=r"prefix_cache_mb must be 0 .* not -1"):
+        ChatModel(str(tmp_path), device="cpu", prefix_cache_mb=-1)
+
+
 def test_max_batch_must_be_positive(model: Any) -> None:
     from coworkenv.training.serve import ChatServer
 
@@ -257,3 +380,23 @@ def _quiet_post(base: str, body: dict[str, Any]) -> None:
 
     with contextlib.suppress(OSError):  # (cut when the server stops: what this test wants)
         _post(base, body)
+
+
+def test_the_serve_benchmark_runs_both_modes_on_real_episodes() -> None:
+    """bench/serve.py, small: benchmark episodes against a batching server and a prefix-caching
+    one, side by side, as one JSON object."""
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, str(ROOT / "bench/serve.py"), "--model", str(GGUF),
+                        "--episodes", "2", "--max-turns", "2", "--max-tokens", "16"],
+                       capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = json.loads(r.stdout)
+    assert out["episodes"] == 2 and len(out["tasks"]) == 2
+    batched, prefix = out["batched"], out["prefix"]
+    assert batched["model_calls"] > 0 and prefix["model_calls"] > 0
+    assert prefix["batches"] == prefix["model_calls"]  # one at a time
+    assert batched["prompt_tokens_computed"] is None and prefix["prompt_tokens_computed"] > 0
+    assert 0 <= out["same_outcome"] <= 1 and out["speedup_per_call"] > 0
+    assert "prefix 1/1" in r.stderr  # progress, as it goes
