@@ -317,12 +317,12 @@ class ChatModel:
         """Several completions generated together (left-padded, one ``generate`` call); each
         stops at its own ``max_tokens`` or end of turn. Greedy rows are the tokens each would
         get alone; sampled rows (one temperature per batch) share one random stream, seeded by the
-        first seed given."""
+        first seed given. One request, with the prefix cache: only the tokens no cached
+        conversation holds are computed, and the cache, extended by the prompt and the reply, is
+        kept for the next turn."""
         import torch
 
         prompts = prompts if prompts is not None else [self.prompt(r) for r in requests]
-        if self.prefixes is not None and len(requests) == 1:
-            return [self._complete_continuing(requests[0], prompts[0])]
         width = max(len(p) for p in prompts)
         pad = self.tok.pad_token_id
         ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts], device=self.device)
@@ -336,41 +336,25 @@ class ChatModel:
             torch.manual_seed(seeds[0])
         temperature = temperatures.pop()
         sample = temperature > 0
+        cache = None
+        if self.prefixes is not None and len(requests) == 1:
+            from transformers import DynamicCache
+
+            cache, _ = self.prefixes.take(prompts[0])
+            if cache is None:
+                cache = DynamicCache(config=self.lm.config)
         with torch.no_grad():
             out = self.lm.generate(
                 ids, attention_mask=mask, max_new_tokens=max(r.max_tokens for r in requests),
                 do_sample=sample, temperature=temperature if sample else None, top_p=None,
-                top_k=None, pad_token_id=pad, eos_token_id=self.tok.eos_token_id)
+                top_k=None, pad_token_id=pad, eos_token_id=self.tok.eos_token_id,
+                **({_cache_argument(): cache} if cache is not None else {}))
+        if cache is not None and self.prefixes is not None:
+            self.prefixes.put(out[0, :cache.get_seq_length()].tolist(), cache)
         self.batches += 1
         self.largest_batch = max(self.largest_batch, len(prompts) * int(out.shape[1]))
         return [self._reply(r, p, out[i, width:].tolist()) for i, (r, p)
                 in enumerate(zip(requests, prompts, strict=True))]
-
-    def _complete_continuing(self, r: Request, prompt: list[int]) -> dict[str, Any]:
-        """One request with the prefix cache: only the tokens no cached conversation holds are
-        computed; the cache, extended by the prompt and the reply, is kept for the next turn."""
-        import torch
-        from transformers import DynamicCache
-
-        assert self.prefixes is not None
-        cache, _ = self.prefixes.take(prompt)
-        if cache is None:
-            cache = DynamicCache(config=self.lm.config)
-        if r.seed is not None:
-            torch.manual_seed(r.seed)
-        sample = r.temperature > 0
-        ids = torch.tensor([prompt], device=self.device)
-        with torch.no_grad():
-            out = self.lm.generate(
-                ids, attention_mask=torch.ones_like(ids), **{_cache_argument(): cache},
-                max_new_tokens=r.max_tokens, do_sample=sample,
-                temperature=r.temperature if sample else None, top_p=None, top_k=None,
-                pad_token_id=self.tok.pad_token_id, eos_token_id=self.tok.eos_token_id)
-        tokens = out[0].tolist()
-        self.prefixes.put(tokens[:cache.get_seq_length()], cache)
-        self.batches += 1
-        self.largest_batch = max(self.largest_batch, len(tokens))
-        return self._reply(r, prompt, tokens[len(prompt):])
 
     def prefix_stats(self) -> dict[str, Any]:
         """The prefix cache's budget and what it saved: prompt tokens reused, and computed."""

@@ -46,6 +46,18 @@ def _post(base: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         return e.code, json.loads(e.read())
 
 
+def _post_all(base: str, bodies: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
+    """Each body posted at once, from a thread of its own: the (status, reply) of each."""
+    replies: list[Any] = [None] * len(bodies)
+    threads = [threading.Thread(target=lambda i=i, b=b: replies.__setitem__(i, _post(base, b)))
+               for i, b in enumerate(bodies)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(600)
+    return replies
+
+
 @pytest.fixture(scope="module")
 def model() -> Any:
     if not GGUF.exists():
@@ -61,18 +73,8 @@ def test_concurrent_requests_are_batched_and_equal_to_alone(model: Any) -> None:
     alone = [model.complete_many([Request.from_body(b)])[0] for b in BODIES]
     batches_before = model.batches
     with ChatServer(model, max_batch=8) as srv:
-        replies: list[Any] = [None] * (len(BODIES) + 1)
-
-        def ask(i: int, body: dict[str, Any]) -> None:
-            replies[i] = _post(srv.base_url, body)
-
-        threads = [threading.Thread(target=ask, args=(i, b)) for i, b in enumerate(BODIES)]
         # a bad request among them fails alone, before it reaches a batch
-        threads.append(threading.Thread(target=ask, args=(len(BODIES), {"messages": []})))
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(600)
+        replies = _post_all(srv.base_url, [*BODIES, {"messages": []}])
         served = srv.models()["data"][0]
     assert served["device"] == "cpu" and served["max_batch"] == 8
     # what the server held, to size --max-batch-tokens: the largest batch, the peak memory
@@ -102,13 +104,7 @@ def test_a_token_cap_cuts_batches_and_keeps_each_reply(model: Any) -> None:
     cap = max(p + n for p, n in sizes) + 1  # (room for one row of any of them, not two)
     with ChatServer(model, max_batch=8, max_batch_tokens=cap, gather_s=0.5) as srv:
         before = model.batches
-        replies: list[Any] = [None] * len(BODIES)
-        threads = [threading.Thread(target=lambda i=i, b=b: replies.__setitem__(
-            i, _post(srv.base_url, b))) for i, b in enumerate(BODIES)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(600)
+        replies = _post_all(srv.base_url, BODIES)
         served = srv.models()["data"][0]
     assert served["max_batch_tokens"] == cap and served["memory_splits"] == 0
     assert model.batches - before == len(BODIES)  # (the cap holds one row at a time)
@@ -176,13 +172,7 @@ def test_seeded_samples_run_alone_and_repeat(model: Any) -> None:
 
     body = {**BODIES[1], "temperature": 0.9, "seed": 7}
     with ChatServer(model, max_batch=8) as srv:
-        replies: list[Any] = [None, None]
-        threads = [threading.Thread(target=lambda i=i: replies.__setitem__(
-            i, _post(srv.base_url, body))) for i in range(2)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(600)
+        replies = _post_all(srv.base_url, [body, body])
     (s1, r1), (s2, r2) = replies
     assert s1 == s2 == 200
     assert r1["choices"][0]["message"] == r2["choices"][0]["message"]  # a seed means what it says
@@ -246,13 +236,7 @@ def test_a_server_with_a_prefix_cache_serves_one_at_a_time(continuing: Any, mode
     alone = [model.complete_many([Request.from_body(b)])[0] for b in BODIES]
     before = continuing.batches
     with ChatServer(continuing, max_batch=8) as srv:
-        replies: list[Any] = [None] * len(BODIES)
-        threads = [threading.Thread(target=lambda i=i, b=b: replies.__setitem__(
-            i, _post(srv.base_url, b))) for i, b in enumerate(BODIES)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(600)
+        replies = _post_all(srv.base_url, BODIES)
         served = srv.models()["data"][0]
     assert continuing.batches - before == len(BODIES)
     assert served["prefix_cache_mb"] == 256 and served["prefix_tokens_computed"] > 0
