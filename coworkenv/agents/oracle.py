@@ -104,12 +104,22 @@ class OracleAgent(Actor):
                 if self.waiting is not None and "call_id" not in self.waiting:
                     self._wait(ctx)  # asked again by what arrived, it goes on waiting
             return
+        if envelope.kind == "timer" and (self.waiting or {}).get("retry"):
+            self._call(ctx, *self.current)  # the wait a service asked for is over
+            return
         if envelope.kind == "tool_result":
             step = self.steps[self.pc - 1]
             assert isinstance(step, ToolStep)
             error = envelope.payload.get("error") or {}
             if error.get("code") in TRANSIENT and self.retries < self.max_retries:
                 self.retries += 1
+                after = error.get("retry_after_s")
+                if isinstance(after, int | float) and after > 0:  # a service that is down
+                    self.waits += 1
+                    ctx.timer(float(after), id=f"retry-{self.waits}")
+                    self.waiting = {"timer": f"retry-{self.waits}", "retry": True}
+                    ctx.record("agent.wait", {"call_id": f"agent-wait-{self.waits}"})
+                    return
                 self._call(ctx, *self.current)  # the same call again
                 return
             self.retries = 0

@@ -4,6 +4,7 @@ One module per group of commands, each a thin layer over the library; the checks
 (task files, databases, names, one-line failures) live in ``_common``:
 
     run       demo, run, worker
+    simulate  simulate
     results   replay, eval, regrade, view
     synth     synth, validate, schema, tools
     train     export sft|rl, train sft|grpo, serve
@@ -14,6 +15,7 @@ from __future__ import annotations
 # each module registers its commands; `--help` lists them in this order
 # isort: off
 from . import run  # noqa: F401
+from . import simulate  # noqa: F401
 from . import results  # noqa: F401
 from . import synth  # noqa: F401
 from . import train  # noqa: F401

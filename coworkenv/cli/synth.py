@@ -337,13 +337,16 @@ def _mutation_table(reports: list[Any]) -> None:
                   f"{totals[3]} false positive(s)", highlight=False)
 
 
-@app.command(short_help="Print the JSON schema of a task file.")
+@app.command(short_help="Print the JSON schema of a task or simulation file.")
 def schema(
-    what: Annotated[str, typer.Argument(help="task")] = "task",
+    what: Annotated[str, typer.Argument(help="task | simulation")] = "task",
 ) -> None:
-    """Print the JSON schema of a task file (generated from the models)."""
+    """Print the JSON schema of a task file or a simulation file (generated from the
+    models)."""
     from ..sim import Task
+    from ..sim.simulation import simulation_schema
 
-    if what != "task":
-        raise fail(f"schema: expected 'task', got {what!r}")
-    sys.stdout.write(json.dumps(Task.model_json_schema(), indent=2) + "\n")
+    if what not in ("task", "simulation"):
+        raise fail(f"schema: expected 'task' or 'simulation', got {what!r}")
+    out = Task.model_json_schema() if what == "task" else simulation_schema()
+    sys.stdout.write(json.dumps(out, indent=2) + "\n")

@@ -352,10 +352,7 @@ class EpisodeKernel:
         seq = len(self._log)
         self._record(d.sender, d.kind, {"to": d.to, **d.payload})
         if d.to == "kernel":
-            if d.kind == "finish":
-                self._stop = "agent_finished"
-            elif d.kind == "satisfied":
-                self._stop = "user_satisfied"
+            self._to_kernel(d)
             return
         if d.to not in self.actors:
             return
@@ -384,6 +381,14 @@ class EpisodeKernel:
             self._fail(exc.boundary, exc)
         except Exception as exc:
             self._fail(_boundary(name, actor), exc)
+
+    def _to_kernel(self, d: _Delivery) -> None:
+        """An envelope for the kernel itself (recorded already): the agent's ``finish``, the
+        user's ``satisfied``; a simulation adds its own kinds."""
+        if d.kind == "finish":
+            self._stop = "agent_finished"
+        elif d.kind == "satisfied":
+            self._stop = "user_satisfied"
 
     def _topic(self, actor: str) -> str:
         """The topic of one of this episode's actors (built once per actor)."""

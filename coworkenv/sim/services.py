@@ -24,6 +24,8 @@ class ToolService(Actor):
     failures: int = 0
     role: str = "tools"
     faults: Any = field(default=None)
+    agents: frozenset[str] = frozenset({"agent"})
+    """The actors whose calls faults apply to (the agents under test)."""
 
     async def handle(self, envelope: Envelope, ctx: ActorContext) -> None:
         if envelope.kind != "tool_call":
@@ -33,7 +35,7 @@ class ToolService(Actor):
         person = p.get("as") if caller == "world" else ctx.person_for(caller)
         self.calls += 1
         tool = str(p.get("tool", ""))
-        faults = self.faults if caller == "agent" else None  # the agent's calls only
+        faults = self.faults if caller in self.agents else None  # the agents' calls only
         injected = faults.failure(tool) if faults is not None else None
         delay = faults.delay(tool) if faults is not None else 0.0
         if injected is not None or delay:

@@ -246,7 +246,8 @@ class Reader:
                "g.completion, g.safety, g.robustness, g.score, g.passed "
                "FROM episodes e LEFT JOIN grades g USING (episode_id) "
                "LEFT JOIN tasks t ON t.run_id = e.run_id AND t.task_id = e.task_id "
-               "WHERE e.run_id = ? ORDER BY e.task_id, e.trial, e.attempt")
+               "WHERE e.run_id = ? AND e.task_id NOT LIKE '@%' "  # (a simulation's own log)
+               "ORDER BY e.task_id, e.trial, e.attempt")
         latest: dict[tuple[str, int], dict[str, Any]] = {}
         keys = ("episode_id", "task_id", "trial", "attempt", "family", "capabilities", "status",
                 "failure_boundary", "failure", "turns", "sim_time", "termination", "completion",

@@ -1,0 +1,142 @@
+"""Simulations: `simulate` (a company over days, several agents, a stream of requests)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from ._common import BUS_HELP, DB_HELP, Column, app, console, err, fail, print_table, writable_db
+
+SIM_EXIT = ("Exit codes: 0 the simulation ran to its end (agents that score 0 are not an "
+            "error); 1 the simulation itself failed (a scenario script's error); 2 usage (a "
+            "bad option or simulation file, said in one line); 130 interrupted (what ran is "
+            "recorded; --resume goes on).")
+
+
+def _policies(values: list[str] | None) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for v in values or []:
+        for part in v.split(","):
+            if not part.strip():
+                continue
+            if "=" not in part:
+                raise fail(f"--agents: expected AGENT=POLICY (e.g. fin=noop), got {part!r}")
+            k, _, pol = part.partition("=")
+            out[k.strip()] = pol.strip()
+    return out
+
+
+@app.command(epilog=SIM_EXIT, short_help="Run a simulation: a company over days, several agents.")
+def simulate(
+    file: Annotated[Path, typer.Argument(help="A simulation file (kind: simulation) or a "
+                                         "scenario script (.py)")],
+    agent: Annotated[str | None, typer.Option(help="One policy for every agent: oracle | noop "
+                                              "| openai:MODEL | teacher:openai:MODEL "
+                                              "(default: each agent's own)")] = None,
+    agents: Annotated[list[str] | None, typer.Option(
+        help="AGENT=POLICY for one agent of the roster (repeatable, or comma-separated)")]
+    = None,
+    db: Annotated[Path, typer.Option(help=DB_HELP)] = Path("runs/coworkenv.db"),
+    bus: Annotated[str, typer.Option(help=BUS_HELP)] = "memory",
+    run_id: Annotated[str | None, typer.Option(help="Run id (default: sim-<time>)")] = None,
+    resume: Annotated[bool, typer.Option(help="Go on with an interrupted simulation (--run-id, "
+                                         "else the latest of this simulation in --db)")]
+    = False,
+    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint of "
+                                                 "model-backed agents")] = None,
+    api_key_env: Annotated[str | None, typer.Option(help="Environment variable holding the "
+                                                    "API key")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON")] = False,
+) -> None:
+    """Run a simulation: the roster's agents work through the workload's requests over the
+    clock's working days in one shared workspace; every arrival is graded as a task and
+    recorded as an episode of the run; the summary gives figures per agent and per family,
+    and the simulation's own checks (SLA, nothing dropped, budgets)."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from ..errors import CoworkenvError
+    from ..runtime.simulate import SimulationConfig
+    from ..runtime.simulate import simulate as run_simulation
+    from ..sim import STOP_SIGNALS, Interrupt, RunInterrupted, TaskFileError
+    from ..store import LeaseHeldError
+
+    writable_db(db)
+    config = SimulationConfig(file, agent=agent, agents=_policies(agents), db=db, bus=bus,
+                              run_id=run_id, resume=resume, base_url=base_url,
+                              api_key_env=api_key_env)
+    stop = Interrupt(STOP_SIGNALS)
+    quiet = as_json or not sys.stderr.isatty()
+    progress = Progress(TextColumn("simulating"), BarColumn(), TextColumn(
+        "{task.fields[days]}"), TextColumn("{task.fields[graded]} graded"), TimeElapsedColumn(),
+                        console=err, disable=quiet, transient=True)
+    bar = progress.add_task("sim", total=1.0, days="", graded=0)
+
+    def on_progress(frac: float, graded: int) -> None:
+        progress.update(bar, completed=frac, days=f"{frac:.0%} of the days", graded=graded)
+
+    try:
+        with progress:
+            result = run_simulation(config, interrupt=stop, on_progress=on_progress)
+    except RunInterrupted as exc:
+        err.print(f"interrupted: simulation run {exc.run_id} is recorded as far as it went in "
+                  f"{db}; go on with coworkenv simulate {file} --db {db} --run-id {exc.run_id} "
+                  "--resume", highlight=False)
+        raise typer.Exit(130) from None
+    except (TaskFileError, LeaseHeldError) as exc:
+        raise fail(str(exc)) from None
+    except CoworkenvError as exc:
+        msg = str(exc)
+        raise fail(msg, 1 if msg.startswith("scenario script") else 2) from None
+    summary = summary_of(result)
+    if as_json:
+        sys.stdout.write(json.dumps(summary, indent=2) + "\n")
+        return
+    print_summary(summary)
+    console.print(f"recorded in {db} (run {result.run_id}); per arrival: coworkenv eval --db "
+                  f"{db} --run {result.run_id}", highlight=False)
+
+
+def summary_of(result: Any) -> dict[str, Any]:
+    days = result.sim_seconds / 86400
+    return {
+        "run": result.run_id, "simulation": result.simulation, "arrivals": len(result.outcomes),
+        "pass_rate": round(result.pass_rate, 4), "passed": result.passed,
+        "by_agent": result.by("agent"), "by_family": result.by("family"),
+        "checks": [{"id": c.id, "passed": c.passed, "detail": c.detail} for c in result.checks],
+        "events": result.event_count, "events_hash": result.events_hash,
+        "state_hash": result.state_hash, "simulated_days": round(days, 3),
+        "wall_seconds": round(result.wall_seconds, 3),
+        "backlog_max": max((n for _, n in result.backlog), default=0)}
+
+
+def _figure_rows(groups: dict[str, dict[str, Any]]) -> list[list[str]]:
+    def h(x: float | None) -> str:
+        return "-" if x is None else f"{x:.2f}"
+    return [[name, str(f["arrivals"]), str(f["passed"]), f"{f['pass_rate']:.3f}",
+             f"{f['score']:.3f}", str(f["completed"]), h(f["response_h_median"]),
+             h(f["response_h_p90"]), h(f["response_h_max"])] for name, f in groups.items()]
+
+
+FIGURE_COLUMNS = [Column("arrivals", 0, True), Column("passed", 2, True),
+                  Column("pass rate", 0, True), Column("score", 1, True),
+                  Column("completed", 4, True), Column("resp. median h", 3, True),
+                  Column("p90 h", 3, True), Column("max h", 5, True)]
+
+
+def print_summary(s: dict[str, Any]) -> None:
+    print_table(f"{s['simulation']} ({s['run']}): by agent", [Column("agent"), *FIGURE_COLUMNS],
+                _figure_rows(s["by_agent"]))
+    print_table("by family", [Column("family"), *FIGURE_COLUMNS], _figure_rows(s["by_family"]))
+    for c in s["checks"]:
+        mark = "[green]pass[/green]" if c["passed"] else "[red]FAIL[/red]"
+        console.print(f"check {c['id']}: {mark} ({c['detail']})")
+    per_s = s["simulated_days"] / s["wall_seconds"] if s["wall_seconds"] else 0.0
+    console.print(f"{s['arrivals']} arrivals, pass rate {s['pass_rate']:.3f}; "
+                  f"{s['simulated_days']:.2f} simulated days in {s['wall_seconds']:.2f} s "
+                  f"({per_s:.1f} days per second), {s['events']} events (hash "
+                  f"{s['events_hash'][:16]}), largest backlog {s['backlog_max']}",
+                  highlight=False)
