@@ -55,7 +55,8 @@ CAPABILITY_SHORT = {"tool_coordination": "tools", "multi_turn_communication": "m
 BUS_HELP = "memory (default) or mqtt://user:pass@host:port/prefix (all but the host optional)"
 
 
-FIELDS = ("transport", "bus", "agent", "base_url", "api_key_env", "cast_base_url", "cast_model", "cast",
+FIELDS = ("transport", "bus", "agents", "agent", "base_url", "api_key_env", "cast_base_url",
+          "cast_model", "cast",
           "clock", "resume", "db", "trials", "concurrency", "processes", "faults", "slips",
           "run_id",
           "only", "families", "per_family", "max_turns", "max_tokens", "model_concurrency",

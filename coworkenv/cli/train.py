@@ -39,6 +39,8 @@ def export_sft_cmd(
     held_out: Annotated[str | None, typer.Option(help="Task ids or families (as --split-by) "
                                                  "to hold out, comma-separated, instead of "
                                                  "--eval-fraction")] = None,
+    agent: Annotated[str | None, typer.Option(help="Only the arrivals this agent of a "
+                                              "simulation's roster handled")] = None,
 ) -> None:
     """Teacher episodes that passed, as SFT conversations with tools (TRL's format)."""
     from ..training import export_sft
@@ -54,7 +56,7 @@ def export_sft_cmd(
     try:
         st = export_sft(db, out, run=run_id, min_score=min_score, split_by=split_by,  # type: ignore[arg-type]
                         eval_fraction=eval_fraction, teachers_only=not all_roles,
-                        held_out=names(held_out))
+                        held_out=names(held_out), agent=agent)
     except NothingToExportError as exc:
         raise fail(f"{exc} (--min-score {min_score}"
                    f"{'' if all_roles else ', teacher runs only; --all-roles for any'})") from None
@@ -74,22 +76,38 @@ def export_rl_cmd(
     = None,
     held_out: Annotated[str | None, typer.Option(help="Task ids or families to hold out, "
                                                  "comma-separated")] = None,
+    agent: Annotated[str | None, typer.Option(help="With --db: only the arrivals this agent "
+                                              "of a simulation's roster handled")] = None,
 ) -> None:
-    """Task prompts for RL (the opening conversation, tools and task id of each task)."""
+    """Task prompts for RL (the opening conversation, tools and task id of each task). From a
+    simulation's run (--db, --run), each arrival is a task of its own (the company's
+    workspace with what the arrival brought), for the agent that handled it (--agent)."""
     from ..sim import Task
     from ..training import export_rl
 
     if (tasks is None) == (db is None):
         raise fail("give exactly one of --tasks or --db")
+    if agent is not None and db is None:
+        raise fail("--agent: picks a simulation's arrivals from a store; give --db")
     output_folder(out, "--out")
     if tasks is not None:
         loaded, source = load(tasks), ", ".join(map(str, tasks))
     else:
         assert db is not None
+        from ..training.export import simulation_agents
+
         with open_reader(db) as r:
             rid = known_run(r, run_id, db)
-            loaded = [Task.model_validate_json(s) for s in r.task_specs(rid).values()]
-        source = f"{db}, run {rid}"
+            specs = r.task_specs(rid)
+            if agent is not None:
+                seats = simulation_agents(r, rid)
+                mine = {e.split(":")[1] for e, a in seats.items() if a == agent}
+                if not mine:
+                    raise fail(f"--agent {agent}: no arrival of run {rid} was handled by it "
+                               f"(agents: {', '.join(sorted(set(seats.values()))) or 'none'})")
+                specs = {t: s for t, s in specs.items() if t in mine}
+            loaded = [Task.model_validate_json(s) for s in specs.values()]
+        source = f"{db}, run {rid}" + (f", agent {agent}" if agent else "")
     from ..sim import HeldOutError
 
     try:

@@ -367,6 +367,8 @@ async def _resume_state(store: Any, run_id: str, episode_id: str, policies: dict
             e.episode_id for e in r.episodes(run_id, status="failed")}
         partial = [e.episode_id for e in r.episodes(run_id, status="running")
                    if e.episode_id != episode_id]
+    if rows == 0:  # cut before its log began: it starts again
+        partial.append(episode_id)
     for eid in partial:  # cut mid-record: recorded again, whole
         for table in ("events", "check_results", "grades", "projection", "episodes"):
             await store.execute(f"DELETE FROM {table} WHERE episode_id=?", (eid,))
@@ -424,6 +426,7 @@ async def asimulate(config: SimulationConfig, *, interrupt: Interrupt | None = N
                 person=person, agent_names=p.policies,
                 roles={sid: s.role for sid, s in specs.items()}, resume=resume,
                 drain_hours=config.drain_hours)
+            kernel.stopping = lambda: stop.requested
             scenario = Scenario(kernel) if p.script is not None else None
             if on_progress is not None:
                 end = kernel.cal.end_s
@@ -443,8 +446,11 @@ async def asimulate(config: SimulationConfig, *, interrupt: Interrupt | None = N
                             tg.start_soon(scenario._run, p.script, name="scenario-script")
                             await scenario._yielded.wait()
                         await kernel.run_simulation()
-                        events_hash, state_hash = await kernel.close_simulation(
-                            time.perf_counter() - t0)
+                        if stop.requested:  # (stopped between two deliveries)
+                            tg.cancel_scope.cancel()
+                        else:
+                            events_hash, state_hash = await kernel.close_simulation(
+                                time.perf_counter() - t0)
                         if scenario is not None and not scenario.done:
                             tg.cancel_scope.cancel()  # (waiting for what never came)
             finally:

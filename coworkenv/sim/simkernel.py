@@ -35,6 +35,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
+import anyio.lowlevel
+
 from ..bus import Bus, Envelope
 from ..store import EventRecord, EventStore, hash_line
 from ..store._records import decode_payload, encode_payload
@@ -369,6 +372,8 @@ class SimulationKernel(EpisodeKernel):
         self.after_settle: list[Callable[[], Awaitable[None]]] = []
         """Called after each delivery, once arrivals are settled (scenario scripts)."""
         self.timers: dict[str, Callable[[], Any]] = {}
+        self.stopping: Callable[[], bool] | None = None
+        """Asked after each delivery: True stops the simulation there (an interrupt)."""
         self._said: dict[str, str] = {}
         self._turns: dict[int, int] = {}
         self.spec = _Names(run_id, self.episode_id)  # type: ignore[assignment]
@@ -477,6 +482,7 @@ class SimulationKernel(EpisodeKernel):
 
     async def _loop(self) -> None:
         end = self.cal.end_s
+        delivered = 0
         await self._settle()
         while True:
             nxt = self.clock.peek_time()
@@ -485,12 +491,17 @@ class SimulationKernel(EpisodeKernel):
             s = await self.clock.next()
             assert s is not None
             await self._deliver(s.item)
+            if self.stopping is not None and self.stopping():
+                return  # (interrupted: what is recorded stays; a resume goes on)
             if self._failure is not None:
                 raise SimulationError(f"the simulation failed at its {self._failure[0]} "
                                       f"boundary: {self._failure[1]}")
             await self._settle()
             if len(self._unsaved) >= 256:
                 await self._save()
+            delivered += 1
+            if delivered % 64 == 0:  # let the loop's other tasks in (signals, the writer)
+                await anyio.lowlevel.checkpoint()
         for live in list(self.live.values()):
             self.end(live, "sim_end" if live.started is not None else "dropped")
         await self._settle()
@@ -713,10 +724,11 @@ class SimulationKernel(EpisodeKernel):
             if tag is not None:  # one arrival's: this one's, or another's that reaches it
                 keep = tag == key or (kind == "tool_call" and person in text) or (
                     kind == "message" and to == seat_actor)
-            elif kind == "tool_result":
-                keep = to == seat_actor or (str(to), str(payload.get("call_id"))) in kept_calls
+            elif kind == "tool_result":  # (its seat's from when it took the arrival up)
+                keep = (to == seat_actor and seq >= started) or (
+                    str(to), str(payload.get("call_id"))) in kept_calls
             elif kind == "notify":
-                keep = to == seat_actor
+                keep = to == seat_actor and seq >= started
             elif kind == "fault.injected":
                 keep = payload.get("caller") == seat_actor
             else:  # notes: the seat's own (from when it took the arrival up), the bus's

@@ -118,7 +118,9 @@ class Stream(Model):
     """Arrivals of task templates: at fixed times, as a Poisson process over working hours,
     or when something happens."""
 
-    tasks: list[str] = Field(min_length=1, description="Task template ids (drawn in turn)")
+    task: str | None = Field(default=None, description="One task template id (or `tasks`)")
+    tasks: list[str] = Field(default_factory=list, description="Task template ids (drawn in "
+                             "turn)")
     to: str | Route = Field(description="An agent id, a person an agent acts as, or a route")
     at: list[str] = Field(default_factory=list, description="Fixed arrival times")
     poisson: Poisson | None = None
@@ -133,14 +135,15 @@ class Stream(Model):
     def _task(cls, data: Any) -> Any:
         if isinstance(data, dict) and True in data and "on" not in data:
             data = {("on" if k is True else k): v for k, v in data.items()}  # (YAML 1.1's on)
-        if isinstance(data, dict) and "task" in data:
-            data = dict(data)
-            one = data.pop("task")
-            data["tasks"] = [one, *data.get("tasks", [])]
         return data
 
     @model_validator(mode="after")
     def _one(self) -> Stream:
+        if self.task is not None:
+            self.tasks = [self.task, *self.tasks]
+            self.task = None
+        if not self.tasks:
+            raise ValueError("give `task` or `tasks`")
         given = [bool(self.at), self.poisson is not None, self.on is not None]
         if sum(given) != 1:
             raise ValueError("give exactly one of at, poisson or on")
@@ -338,6 +341,7 @@ def timed_arrivals(sim: Simulation, cal: Calendar) -> list[Arrival]:
                 rate = s.poisson.per_hour / 3600.0
                 w = rng.expovariate(rate)
                 while (at := cal.from_working(w)) is not None:
+                    at = float(round(at))  # (arrivals on whole seconds)
                     if who is None or not any(a <= at < b for a, b in away.get(who, [])):
                         out.append((at, si, turn, s.tasks[turn % len(s.tasks)], who))
                         turn += 1

@@ -90,12 +90,23 @@ def _card(out: Path, title: str, lines: list[str]) -> None:
     (out / "README.md").write_text(f"# {title}\n\n" + "\n".join(lines) + "\n")
 
 
+def simulation_agents(r: Reader, run: str | None = None) -> dict[str, str]:
+    """The agent of the roster that handled each arrival of a simulation, by episode id."""
+    sql = ("SELECT episode_id, json_extract(outcome, '$.agent') FROM episodes WHERE "
+           "json_extract(outcome, '$.arrival') IS NOT NULL")
+    rows = r.conn.execute(sql + (" AND run_id = ?" if run else ""),
+                          (run,) if run else ()).fetchall()
+    return {str(e): str(a) for e, a in rows if a is not None}
+
+
 def export_sft(db: Path, out: Path, *, run: str | None = None, min_score: float = 0.75,
                split_by: SplitBy = "task", eval_fraction: float = 0.2,
                teachers_only: bool = True, held_out: list[str] | None = None,
-               never: HeldOut | None = None) -> ExportStats:
+               never: HeldOut | None = None, agent: str | None = None) -> ExportStats:
     """One row per teacher episode that passed (score >= ``min_score``, safety 1.0). Episodes
-    of tasks in ``never`` (default: the benchmark), by id or content, are left out."""
+    of tasks in ``never`` (default: the benchmark), by id or content, are left out.
+    ``agent``: only the arrivals of simulations that this agent of the roster handled (each
+    row names its ``agent``: a simulation's reward goes to the agent that earned it)."""
     never = never if never is not None else benchmark()
     stats = ExportStats()
     rows: dict[str, list[dict[str, Any]]] = {"train": [], "eval": []}
@@ -103,6 +114,7 @@ def export_sft(db: Path, out: Path, *, run: str | None = None, min_score: float 
     with Reader(db) as r:
         graded = r.graded_episodes(run)
         roles = dict(r.conn.execute("SELECT episode_id, role FROM episodes").fetchall())
+        seats = simulation_agents(r)
         hashes: dict[tuple[str, str], str] = {}
         for rid in {g["run_id"] for g in graded}:
             for tid, spec in r.task_specs(rid).items():
@@ -112,6 +124,9 @@ def export_sft(db: Path, out: Path, *, run: str | None = None, min_score: float 
             task_hash = hashes.get((g["run_id"], g["task_id"]))
             if never.holds_row(g["task_id"], task_hash):
                 stats.excluded[f"task of {never.name} (never trained on)"] += 1
+                continue
+            if agent is not None and seats.get(g["episode_id"]) != agent:
+                stats.excluded[f"not handled by agent {agent}"] += 1
                 continue
             if teachers_only and roles.get(g["episode_id"]) != "teacher":
                 stats.excluded["not a teacher run"] += 1
@@ -140,7 +155,7 @@ def export_sft(db: Path, out: Path, *, run: str | None = None, min_score: float 
                 "messages": messages, "tools": json.dumps(_tools_of(events)),
                 "untrained": slipped_turns(events, messages),
                 "task_id": g["task_id"], "task_hash": task_hash, "family": g["family"],
-                "episode_id": g["episode_id"],
+                "episode_id": g["episode_id"], "agent": seats.get(g["episode_id"]),
                 "run_id": g["run_id"], "score": g["score"]})
     stats.written = {k: len(v) for k, v in rows.items()}
     if not sum(stats.written.values()):

@@ -134,7 +134,7 @@ def tickets_comment(ctx: ToolContext, a: TicketCommentArgs) -> dict[str, Any]:
         "comments": [*t.comments, Comment(author=ctx.actor, text=a.text, at=ctx.now_iso)],
         "updated_at": ctx.now_iso})
     ctx.emit("tickets", "commented", new, changed=("comments", "updated_at"))
-    for p in {t.reporter, t.assignee} - {None}:
+    for p in dict.fromkeys(x for x in (t.reporter, t.assignee) if x):  # (in a fixed order)
         ctx.notify(str(p), "ticket_comment", ticket_id=t.id, author=ctx.actor, text=a.text)
     return {"ticket_id": t.id, "comments": len(new.comments)}
 
