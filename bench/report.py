@@ -159,9 +159,27 @@ def _scale(r: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     return rows
 
 
+def _simulate(r: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    return [("simulate: the Northwind week, oracle agents (s)", _n(_get(r, "week", "wall_s"), 2),
+             f"its arrivals as separate episodes {_n(_get(r, 'week', 'batch_same_arrivals_wall_s'), 2)} s",
+             _n(_get(r, "week", "ratio_simulation_vs_batch"), 3)),
+            ("simulate: the week, events/s (working days/s)",
+             f"{_n(_get(r, 'week', 'events_per_s'))} ({_n(_get(r, 'week', 'working_days_per_s'), 1)})",
+             "target: the week under 30 s", "-"),
+            ("simulate: heap growth per graded arrival (bytes)",
+             _n(_get(r, "memory", "heap_bytes_per_graded_arrival")),
+             f"of which the log {_n(_get(r, 'memory', 'log_packed_bytes_per_graded_arrival'))}",
+             "-"),
+            (f"simulate: {_n(_get(r, 'many', 'simulations'))} one-day simulations at once (s)",
+             _n(_get(r, "many", "at_once_wall_s"), 2),
+             f"one after another {_n(_get(r, 'many', 'one_after_another_wall_s'), 2)} s",
+             _n(_get(r, "many", "ratio_at_once_vs_sequential"), 3))]
+
+
 RENDER: dict[str, Callable[[dict[str, Any]], list[tuple[str, str, str, str]]]] = {
     "store": _store, "bus": _bus, "episodes": _episodes, "replay": _replay,
-    "grading": _grading, "synth": _synth, "sessions": _sessions, "scale": _scale}
+    "grading": _grading, "synth": _synth, "sessions": _sessions, "scale": _scale,
+    "simulate": _simulate}
 """Each benchmark of bench/all.py, and the rows it contributes."""
 
 

@@ -218,6 +218,9 @@ def eval_(
         rid = known_run(reader, run_id, db)
         rows = reader.scheduled_episodes(rid)
         membership = task_sets(named, reader.task_specs(rid))
+        from ..runtime.simulate import simulation_report
+
+        simulation = simulation_report(reader, rid)
     if not rows:
         raise fail(f"run {rid!r} has no episodes in {db}")
     trials = min(sum(1 for r in rows if r["task_id"] == t) for t in {r["task_id"] for r in rows})
@@ -234,10 +237,19 @@ def eval_(
     _summary_table(f"{rid}: by capability", summary["by_capability"], "capability")
     o = summary["overall"]
     console.print(f"overall: {overall_line(o)}", highlight=False)
+    if simulation is not None:  # a simulation's run: its agents, response times and checks
+        from .simulate import FIGURE_COLUMNS, _figure_rows
+
+        print_table(f"{rid}: simulation {simulation['simulation']}, by agent",
+                    [Column("agent"), *FIGURE_COLUMNS], _figure_rows(simulation["by_agent"]))
+        for c in simulation["checks"]:
+            mark = "[green]pass[/green]" if c["passed"] else "[red]FAIL[/red]"
+            console.print(f"simulation check {c['id']}: {mark} ({c['detail']})")
     folder = out or db_folder(dbl)
     folder.mkdir(parents=True, exist_ok=True)
     with atomic_file(folder / f"eval-{rid}.json") as f:
-        f.write(json.dumps({"run": rid, **summary, "episodes": rows}, indent=2))
+        f.write(json.dumps({"run": rid, **summary, "episodes": rows,
+                            **({"simulation": simulation} if simulation else {})}, indent=2))
     chart(summary, folder / f"eval-{rid}.png", rid)
     console.print(f"wrote {folder / f'eval-{rid}.json'} and {folder / f'eval-{rid}.png'}")
 

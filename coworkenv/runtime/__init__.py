@@ -1,6 +1,8 @@
 """The library API: a run from Python (:class:`RunConfig`, :func:`run`, :func:`arun`), the
-same one ``coworkenv run`` uses, and episodes driven step by step (:class:`Sessions`,
-:class:`Session`, :class:`Action`, :class:`Observation`)."""
+same one ``coworkenv run`` uses; episodes driven step by step (:class:`Sessions`,
+:class:`Session`, :class:`Action`, :class:`Observation`); simulations (:class:`SimulationConfig`,
+:func:`simulate`, :func:`asimulate`, the same ``coworkenv simulate`` uses), scripted
+(:class:`Scenario`) or with one agent stepped from outside (:class:`SimulationSession`)."""
 
 from .run import (
     EndpointUnreachableError,
@@ -14,7 +16,17 @@ from .run import (
     select_tasks,
 )
 from .session import Action, Observation, Session, Sessions
+from .simsession import SimulationSession
+from .simulate import (
+    Scenario,
+    SimulationConfig,
+    SimulationResult,
+    asimulate,
+    simulate,
+    simulation_report,
+)
 
 __all__ = ["Action", "EndpointUnreachableError", "Observation", "RunConfig", "RunResult",
-           "Session", "Sessions", "arun", "check_db", "check_endpoint", "resolve_tasks", "run",
-           "select_tasks"]
+           "Scenario", "Session", "Sessions", "SimulationConfig", "SimulationResult",
+           "SimulationSession", "arun", "asimulate", "check_db", "check_endpoint",
+           "resolve_tasks", "run", "select_tasks", "simulate", "simulation_report"]

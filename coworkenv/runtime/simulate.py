@@ -117,6 +117,42 @@ def figures(outcomes: list[ArrivalOutcome]) -> dict[str, Any]:
             "response_h_max": round(resp[-1], 3) if resp else None}
 
 
+def simulation_report(reader: Any, run_id: str) -> dict[str, Any] | None:
+    """A simulation run's own figures as the store holds them (None: not a simulation): its
+    checks (SLA, nothing dropped, budgets, a script's), and per agent and per family the
+    arrivals, pass rate, score and response times in working hours."""
+    from ..sim.simkernel import ArrivalOutcome
+    from ..store import NotFoundError
+
+    try:
+        sim = reader.episode(f"{run_id}:@simulation")
+    except NotFoundError:
+        return None
+    grades = {r["episode_id"]: r for r in reader.scheduled_episodes(run_id)}
+    outcomes = []
+    for e in reader.episodes(run_id):
+        o, g = e.outcome, grades.get(e.episode_id)
+        if "arrival" not in o or g is None:
+            continue
+        outcomes.append(ArrivalOutcome(
+            str(o["arrival"]), e.task_id, str(o.get("template", "")), e.family,
+            str(o.get("agent", "")), float(o.get("arrived", 0.0)), o.get("started"),
+            float(o.get("finished", 0.0)), str(e.termination), e.status,
+            float(g["completion"] or 0.0), float(g["score"] or 0.0), bool(g["passed"]),
+            float(o.get("response_hours", 0.0)), str(e.events_hash or "")))
+
+    def by(key: str) -> dict[str, dict[str, Any]]:
+        groups: dict[str, list[ArrivalOutcome]] = {}
+        for a in outcomes:
+            groups.setdefault(str(getattr(a, key)), []).append(a)
+        return {k: figures(v) for k, v in sorted(groups.items())}
+
+    return {"simulation": sim.outcome.get("simulation"), "status": sim.status,
+            "checks": sim.outcome.get("checks", []), "arrivals": len(outcomes),
+            "events": sim.event_count, "events_hash": sim.events_hash,
+            "by_agent": by("agent"), "by_family": by("family")}
+
+
 class Scenario:
     """A scenario script's handle on its running simulation. Everything it does happens at a
     quiescent point of the simulation (between two deliveries), so a script is as
@@ -355,6 +391,10 @@ async def _resume_state(store: Any, run_id: str, episode_id: str, policies: dict
         recorded = r.run_config(run_id)
         if recorded is None:
             return Resume()
+        status = next((x["status"] for x in r.runs() if x["run_id"] == run_id), None)
+        if status == "finished":
+            raise RunConfigError(f"resume: simulation run {run_id!r} is finished; nothing to "
+                                 f"resume (its figures: coworkenv eval --run {run_id})")
         if recorded[1].get("simulation") != sim_id or recorded[1].get("policies") != policies:
             raise RunConfigError(f"resume: run {run_id!r} was simulation "
                                  f"{recorded[1].get('simulation')!r} with agents "
@@ -376,10 +416,16 @@ async def _resume_state(store: Any, run_id: str, episode_id: str, policies: dict
 
 
 async def asimulate(config: SimulationConfig, *, interrupt: Interrupt | None = None,
-                    on_progress: Callable[[float, int], None] | None = None) -> SimulationResult:
+                    on_progress: Callable[[float, int], None] | None = None,
+                    hold: Mapping[str, Callable[[Any], Any]] | None = None,
+                    on_kernel: Callable[[SimulationKernel], None] | None = None
+                    ) -> SimulationResult:
     """Run a simulation in this event loop. ``on_progress(fraction of the days, arrivals
     graded)`` is told as it goes; ``interrupt`` stops it (:class:`~coworkenv.sim.RunInterrupted`:
-    what is recorded stays, ``resume=True`` goes on)."""
+    what is recorded stays, ``resume=True`` goes on). ``hold``: agents of the roster whose
+    agent for each arrival comes from the caller's factory (recorded as policy ``session``:
+    see :class:`~coworkenv.runtime.SimulationSession`); ``on_kernel`` sees the kernel before
+    it runs."""
     import anyio
 
     from ..agents.factory import AgentSpec, agent_factory, parse_agent, scripted_cast
@@ -402,6 +448,12 @@ async def asimulate(config: SimulationConfig, *, interrupt: Interrupt | None = N
                      for sid, pol in p.policies.items()}
     except ValueError as exc:
         raise RunConfigError(str(exc)) from None
+    for sid, make in (hold or {}).items():
+        if sid not in factories:
+            raise RunConfigError(f"hold: unknown agent {sid!r} (agents: "
+                                 f"{', '.join(sorted(factories))})")
+        factories[sid], p.policies[sid] = make, "session"
+        specs[sid] = AgentSpec("session")
     tz = {str(x.get("id")): str(x.get("timezone") or "UTC")
           for x in loaded.company.get("people", [])}
 
@@ -427,6 +479,8 @@ async def asimulate(config: SimulationConfig, *, interrupt: Interrupt | None = N
                 roles={sid: s.role for sid, s in specs.items()}, resume=resume,
                 drain_hours=config.drain_hours)
             kernel.stopping = lambda: stop.requested
+            if on_kernel is not None:
+                on_kernel(kernel)
             scenario = Scenario(kernel) if p.script is not None else None
             if on_progress is not None:
                 end = kernel.cal.end_s

@@ -83,6 +83,9 @@ class Live:
     end: str | None = None
     failure: tuple[str, str] | None = None
     closed: bool = False
+    policy: str = ""
+    """The policy that took it up (its seat's when it started), and its role on record."""
+    role: str = "student"
     mailbox: list[Envelope] = field(default_factory=list)
     """What reached its seat for it before the seat took it up (its agent gets them then)."""
 
@@ -368,10 +371,14 @@ class SimulationKernel(EpisodeKernel):
         self._numbered = len(self._timed)
         self._fired: set[tuple[int, str]] = set()
         self.backlog: list[tuple[float, int]] = []
-        """(time, arrivals waiting or in work) after each change: the backlog over the run."""
+        """(start of a simulated hour, most arrivals waiting or in work during it): the
+        backlog over the run, one entry per hour in which it changed (bounded by the run's
+        length, not its number of arrivals)."""
         self.after_settle: list[Callable[[], Awaitable[None]]] = []
         """Called after each delivery, once arrivals are settled (scenario scripts)."""
         self.timers: dict[str, Callable[[], Any]] = {}
+        self.on_closed: list[Callable[[Live, ArrivalOutcome], None]] = []
+        """Told of each arrival once it is graded and recorded."""
         self.stopping: Callable[[], bool] | None = None
         """Asked after each delivery: True stops the simulation there (an interrupt)."""
         self._said: dict[str, str] = {}
@@ -656,6 +663,8 @@ class SimulationKernel(EpisodeKernel):
         self.working[seat_id] = live
         live.started, live.started_seq = self.clock.now, len(self._log)
         live.agent = self.policies[seat_id](live.task)
+        live.policy = self.agent_names.get(seat_id, "")
+        live.role = self.roles.get(seat_id, "student")
         me = self.state.people[seat.person].model_dump(mode="json")
         self.submit(live.task.user.person, SEAT_PREFIX + seat_id, "task", {
             **live.task.opening(me), "tools": task_toolset(live.task, seat.tools),
@@ -666,10 +675,12 @@ class SimulationKernel(EpisodeKernel):
 
     def _note_backlog(self) -> None:
         n = len(self.live)
-        if self.backlog and self.backlog[-1][0] == self.clock.now:
-            self.backlog[-1] = (self.clock.now, n)
+        hour = self.clock.now // 3600 * 3600
+        if self.backlog and self.backlog[-1][0] == hour:
+            if n > self.backlog[-1][1]:
+                self.backlog[-1] = (hour, n)
         else:
-            self.backlog.append((self.clock.now, n))
+            self.backlog.append((hour, n))
 
     async def _settle(self) -> None:
         """Grade and record the arrivals that ended, start what their seats have queued, then
@@ -806,8 +817,8 @@ class SimulationKernel(EpisodeKernel):
             await st.start_episode(episode_id=vid, run_id=self.run_id, task_id=task.id,
                                    family=task.family, trial=0, attempt=0,
                                    seed=self._seed_of(a.key),
-                                   agent=self.agent_names.get(live.seat.id, ""),
-                                   role=self.roles.get(live.seat.id, "student"))
+                                   agent=live.policy or self.agent_names.get(live.seat.id, ""),
+                                   role=live.role)
             await st.append_rows(rows)
             if g is not None:
                 await save_grade(st, vid, g)
@@ -820,6 +831,8 @@ class SimulationKernel(EpisodeKernel):
                 outcome={"simulation": self.sim.id, "agent": live.seat.id, "arrival": a.key,
                          "template": a.template, "arrived": a.at, "started": live.started,
                          "finished": self.clock.now, "response_hours": outcome.response_hours})
+        for hook in self.on_closed:
+            hook(live, outcome)
         # let go of the arrival: its people's parts, its agent, its queue place
         for m in task.cast():
             hub = self.actors.get(m.person)

@@ -104,6 +104,7 @@ def test_cli_prints_figures_per_agent_and_family_and_the_sla(tmp_path: Path) -> 
     e = cli("eval", "--db", str(tmp_path / "s.db"), "--run", s["run"], "--out", str(tmp_path))
     assert e.returncode == 0, e.stderr
     assert f"{s['arrivals']} scheduled episodes" in e.stdout
+    assert "simulation check sla: FAIL" in e.stdout and "by agent" in e.stdout
 
 
 @pytest.mark.parametrize(("agents", "passed"), [({}, True), ({"fin": "noop"}, False),
@@ -320,3 +321,51 @@ def test_resume_of_another_simulation_is_refused(tmp_path: Path) -> None:
     with pytest.raises(Exception, match="resume: run 'h' was simulation"):
         simulate(SimulationConfig(HANDOFF, agents={"fin": "noop"}, db=tmp_path / "h.db",
                                   run_id="h", resume=True))
+
+
+# one agent stepped from outside -------------------------------------------------------------
+@pytest.mark.anyio
+@pytest.mark.parametrize(("answer", "passes"), [("$48,500", True), ("$52,000", False)])
+async def test_a_session_steps_one_agent_of_a_simulation(tmp_path: Path, answer: str,
+                                                         passes: bool) -> None:
+    from coworkenv.runtime import Action, SimulationSession
+
+    async with SimulationSession(HANDOFF, agent="fin", db=tmp_path / "s.db",
+                                 run_id="s") as s:
+        obs = await s.reset()  # finance's arrival: when the assistant writes to it
+        assert "Q3 travel budget" in obs.text and not obs.done
+        assert "Executive Assistant wrote: Hi, what is the approved" in obs.text  # (its cue)
+        obs, reward, done, _ = await s.step(Action.tool("docs_read", doc_id="budget-q3"))
+        assert "48,500" in obs.text and not done and reward == 0.0
+        obs, reward, done, _ = await s.step(Action.tool(
+            "chat_send_dm", to="assistant", text=f"The approved Q3 travel budget is {answer}."))
+        assert not done
+        obs, reward, done, info = await s.step(Action.finish())
+        assert done and info["task_id"].startswith("fin-budget-answer")
+        assert reward == (1.0 if passes else 0.0)
+        assert (await s.reset()).done  # no other arrival for finance
+    assert s.result is not None
+    assert s.result.passed is passes  # the assistant passes only with the right figure
+    with Reader(tmp_path / "s.db") as rd:
+        fin = next(e for e in rd.episodes("s") if e.task_id.startswith("fin-budget-answer"))
+        assert fin.agent == "session" and fin.role == "student"
+
+
+@pytest.mark.anyio
+async def test_leaving_a_session_lets_the_simulation_finish(tmp_path: Path) -> None:
+    from coworkenv.runtime import Action, SimulationSession
+
+    async with SimulationSession(WEEK, agent="fin", db=tmp_path / "s.db", then="oracle",
+                                 run_id="s") as s:
+        await s.reset()
+        # nothing ever comes: the arrival runs into its time limit, and meanwhile the seat
+        # took up its next one (still the session's)
+        obs, reward, done, info = await s.step(Action.wait())
+        assert done and reward == 0.0 and info["termination"] == "max_sim_time"
+    assert s.result is not None
+    fin = [o for o in s.result.outcomes if o.agent == "fin"]
+    assert len(fin) >= 90
+    with Reader(tmp_path / "s.db") as rd:
+        held = {e.task_id for e in rd.episodes("s") if e.agent == "session"}
+    assert len(held) == 2
+    assert all(o.passed is (o.task_id not in held) for o in fin)  # the rest: the oracle

@@ -1,0 +1,210 @@
+"""One agent of a running simulation, stepped from outside: :class:`SimulationSession`.
+
+The simulation runs as ``coworkenv simulate`` runs it, every other agent of its roster
+following its own policy; the held agent's seat is the caller's. Each arrival routed to it
+is one episode for the caller: :meth:`SimulationSession.reset` waits for the seat's next
+arrival and returns its opening (system prompt and request), :meth:`~SimulationSession.step`
+takes one action and returns what the agent was told until its next decision, with the
+reward (the arrival's score, once it is graded) and whether the arrival is over. While the
+caller thinks, the simulation waits (deterministic: the same actions give the same log).
+
+    async with SimulationSession("examples/simulations/handoff.yaml", agent="fin",
+                                 db="runs/s.db") as s:
+        obs = await s.reset()
+        while True:
+            obs, reward, done, info = await s.step(my_policy(obs))
+            if done:
+                break
+    print(s.result.passed)         # the whole simulation's result, once it has ended
+
+This is how a trainer (TRL, OpenEnv, verifiers) trains one agent inside a busy company.
+Leaving the block ends the arrival in hand; the seat's later arrivals go to ``then`` (a
+policy name, default ``noop``) and the simulation runs to its end.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.abc
+
+from ..sim.errors import RunConfigError
+from .session import Action, Observation, SessionAgent
+from .simulate import SimulationConfig, SimulationResult, asimulate
+
+if TYPE_CHECKING:
+    from ..sim.simkernel import ArrivalOutcome, Live, SimulationKernel
+
+
+class SimulationSession:
+    """See the module's docstring."""
+
+    def __init__(self, file: str | Path, *, agent: str, db: str | Path = "runs/coworkenv.db",
+                 agents: Mapping[str, str] | None = None, policy: str | None = None,
+                 run_id: str | None = None, then: str = "noop") -> None:
+        self.config = SimulationConfig(file, agent=policy, agents=dict(agents or {}), db=db,
+                                       run_id=run_id)
+        self.seat = agent
+        self.then = then
+        self.result: SimulationResult | None = None
+        self.error: BaseException | None = None
+        self.outcome: ArrivalOutcome | None = None
+        """The last arrival of the held agent that was graded."""
+        self._waiting: deque[SessionAgent] = deque()
+        self._arrived = anyio.Event()
+        self._current: SessionAgent | None = None
+        self._done = anyio.Event()
+        self._released = False
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._fallback: Any = None
+        self._kernel: SimulationKernel | None = None
+        self.steps = 0
+
+    # the simulation's side -----------------------------------------------------------------
+    def _make(self, task: Any) -> Any:
+        if self._released:
+            return self._fallback(task)
+        a = SessionAgent()
+        self._waiting.append(a)
+        self._arrived.set()
+        return a
+
+    def _closed(self, live: Live, outcome: ArrivalOutcome) -> None:
+        if live.seat.id != self.seat or not isinstance(live.agent, SessionAgent):
+            return
+        if live.agent is self._current:
+            self.outcome = outcome
+        live.agent.end()  # (the caller's next receive ends: done)
+
+    def _hook(self, kernel: SimulationKernel) -> None:
+        self._kernel = kernel
+        kernel.on_closed.append(self._closed)
+
+    def _release(self) -> None:
+        """Later arrivals of the seat go to ``then`` (and are on record as its)."""
+        from ..agents.factory import parse_agent
+
+        self._released = True
+        k = self._kernel
+        if k is not None:
+            k.agent_names[self.seat] = self.then
+            k.roles[self.seat] = parse_agent(self.then).role
+
+    async def _run(self) -> None:
+        try:
+            self.result = await asimulate(self.config, hold={self.seat: self._make},
+                                          on_kernel=self._hook)
+        except BaseException as exc:
+            self.error = exc
+            if not isinstance(exc, Exception):
+                raise
+        finally:
+            self._done.set()
+            self._arrived.set()
+
+    async def __aenter__(self) -> SimulationSession:
+        from ..agents.factory import agent_factory
+
+        try:
+            self._fallback = agent_factory(self.then)
+        except ValueError as exc:
+            raise RunConfigError(f"then: {exc}") from None
+        self._stack = anyio.create_task_group()
+        self._tg = await self._stack.__aenter__()
+        self._tg.start_soon(self._run, name=f"simulation-holding-{self.seat}")
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        self._release()
+        try:
+            await self._end_current()
+            while not self._done.is_set():
+                while self._waiting:  # (taken up before the release: ended at once)
+                    self._current = self._waiting.popleft()
+                    await self._end_current()
+                self._arrived = anyio.Event()
+                await self._arrived.wait()
+        finally:
+            await self._stack.__aexit__(*exc)
+            self._tg = None
+        if self.error is not None and exc[0] is None:
+            raise self.error
+
+    async def _end_current(self) -> None:
+        """End the arrival in hand (the caller let go of it): its agent is told to end now,
+        and again whenever it asks, until its arrival is graded."""
+        a = self._current
+        self._current = None
+        if a is None:
+            return
+
+        async def release() -> None:
+            try:
+                await a.actions.send(Action.end())
+                while True:
+                    await a.told.receive()
+                    await a.actions.send(Action.end())
+            except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+                pass
+        assert self._tg is not None
+        self._tg.start_soon(release, name=f"simulation-release-{self.seat}")
+
+    # the caller's side -------------------------------------------------------------------
+    @property
+    def done(self) -> bool:
+        """The simulation has ended (no arrival will come to the held agent any more)."""
+        return self._done.is_set() and not self._waiting
+
+    async def reset(self) -> Observation:
+        """Wait for the held agent's next arrival; its opening and what it was told before
+        its first decision (``done``: the simulation ended first)."""
+        if self._tg is None:
+            raise RunConfigError("simulation session: open it first (async with ...)")
+        if self._current is not None:
+            await self._end_current()
+        while not self._waiting:
+            if self._done.is_set():
+                if self.error is not None:
+                    raise self.error
+                return Observation([], done=True)
+            self._arrived = anyio.Event()
+            await self._arrived.wait()
+        a = self._current = self._waiting.popleft()
+        self.outcome, self.steps = None, 0
+        try:
+            told = await a.told.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            return Observation(a.opening, done=True)
+        return Observation([*a.opening, *told])
+
+    async def step(self, action: Action) -> tuple[Observation, float, bool, dict[str, Any]]:
+        """One action of the held agent; (what it was told until its next decision, reward,
+        whether this arrival is over, info). The reward is 0 until the arrival is graded,
+        then its score."""
+        a = self._current
+        if a is None:
+            raise RunConfigError("simulation session: reset() takes up an arrival first")
+        await a.actions.send(action)
+        if action.kind != "wait":
+            self.steps += 1
+        try:
+            told = await a.told.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            rest, a.buffer = a.buffer, []
+            self._current = None
+            o = self.outcome
+            return Observation(rest, done=True), (o.score if o else 0.0), True, self.info()
+        return Observation(told), 0.0, False, self.info()
+
+    def info(self) -> dict[str, Any]:
+        o = self.outcome
+        out: dict[str, Any] = {"agent": self.seat, "steps": self.steps}
+        if o is not None:
+            out.update(arrival=o.key, task_id=o.task_id, termination=o.termination,
+                       score=o.score, passed=o.passed, completion=o.completion,
+                       response_hours=o.response_hours)
+        return out
