@@ -830,7 +830,9 @@ class SimulationKernel(EpisodeKernel):
                 failure=failure[1] if failure else None,
                 outcome={"simulation": self.sim.id, "agent": live.seat.id, "arrival": a.key,
                          "template": a.template, "arrived": a.at, "started": live.started,
-                         "finished": self.clock.now, "response_hours": outcome.response_hours})
+                         "finished": self.clock.now, "response_hours": outcome.response_hours,
+                         "requester": task.user.person, "answered": answered,
+                         "handoff_from": self.seat_of_person.get(task.user.person)})
         for hook in self.on_closed:
             hook(live, outcome)
         # let go of the arrival: its people's parts, its agent, its queue place

@@ -119,3 +119,38 @@ def state_at(r: Reader, episode_id: str, seq: int) -> dict[str, Any]:
 
 def conversation(r: Reader, episode_id: str) -> list[dict[str, Any]]:
     return agent_view(r.events(episode_id))
+
+
+def simulation(r: Reader, run_id: str) -> dict[str, Any]:
+    """A simulation's run for its page: the simulation (its clock, agents, checks), every
+    arrival (who asked, which agent took it, when it arrived, started and ended, its grade),
+    and the backlog per simulated hour (arrivals waiting or in work)."""
+    sim = r.episode(f"{run_id}:@simulation")  # (a run that is no simulation: a 404)
+    start = next((e.payload for e in r.events(sim.episode_id, upto=0)), {})
+    grades = {g["episode_id"]: g for g in r.scheduled_episodes(run_id)}
+    arrivals = []
+    for e in r.episodes(run_id):
+        o = e.outcome
+        if "arrival" not in o:
+            continue
+        g = grades.get(e.episode_id) or {}
+        arrivals.append({
+            "episode_id": e.episode_id, "key": o["arrival"], "task_id": e.task_id,
+            "family": e.family, "agent": o.get("agent"), "requester": o.get("requester"),
+            "handoff_from": o.get("handoff_from"), "arrived": o.get("arrived"),
+            "started": o.get("started"), "finished": o.get("finished"),
+            "termination": e.termination, "passed": bool(g.get("passed")),
+            "score": g.get("score"), "response_hours": o.get("response_hours")})
+    arrivals.sort(key=lambda a: (a["arrived"] or 0.0, a["key"]))
+    end = max([a["finished"] or 0.0 for a in arrivals] + [sim.sim_time or 0.0])
+    hours = int(end // 3600) + 1
+    backlog = [0] * hours
+    for a in arrivals:  # open during each hour it overlaps
+        lo, hi = a["arrived"] or 0.0, a["finished"] or end
+        for h in range(int(lo // 3600), min(hours, int(hi // 3600) + 1)):
+            backlog[h] += 1
+    return {"run_id": run_id, "simulation": sim.outcome.get("simulation"),
+            "status": sim.status, "start": start.get("start"), "days": start.get("days"),
+            "agents": start.get("agents", {}), "checks": sim.outcome.get("checks", []),
+            "sim_time": sim.sim_time, "arrivals": arrivals,
+            "backlog": [{"hour": h, "open": n} for h, n in enumerate(backlog)]}

@@ -117,6 +117,8 @@ def _route(r: Reader, parts: list[str], q: dict[str, str]) -> Any:
     key = (parts[0], len(parts)) if parts else ("", 0)
     if key in routes:
         return routes[key]()
+    if parts[0] == "simulations" and len(parts) == 2:
+        return api.simulation(r, parts[1])
     if parts[0] == "episodes" and len(parts) >= 2:
         eid = parts[1]
         r.episode(eid)  # an unknown episode is a 404 on every route

@@ -194,3 +194,82 @@ def test_episode_content_never_runs_as_script(tmp_path: Path) -> None:
             browser.close()
     finally:
         proc.terminate()
+
+
+SIMS = ROOT / "examples" / "simulations"
+
+
+@pytest.fixture(scope="module")
+def simulation_viewer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    db = tmp_path_factory.mktemp("simview") / "sim.db"
+    for sim, run in (("week.yaml", "week"), ("handoff.yaml", "handoff")):
+        subprocess.run([*CLI, "simulate", str(SIMS / sim), "--db", str(db), "--run-id", run,
+                        "--json"], cwd=ROOT, check=True, capture_output=True)
+    port = free_port()
+    proc = subprocess.Popen([*CLI, "view", "--db", str(db), "--port", str(port)], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_for_port(proc, port, timeout=20)
+    yield f"http://127.0.0.1:{port}", db
+    proc.terminate()
+    proc.wait(10)
+
+
+def test_simulation_api(simulation_viewer: tuple[str, Path]) -> None:
+    base, _ = simulation_viewer
+    s = get(base, "/api/simulations/week")
+    arrivals = s["arrivals"]  # type: ignore[index]
+    assert len(arrivals) >= 300 and s["agents"] == {  # type: ignore[index]
+        "ea": "assistant", "it": "helpdesk", "fin": "finops"}
+    assert all(a["passed"] and a["started"] >= a["arrived"] for a in arrivals)
+    backlog = s["backlog"]  # type: ignore[index]
+    assert max(b["open"] for b in backlog) >= 2 and len(backlog) >= 4 * 24
+    h = get(base, "/api/simulations/handoff")
+    fin = next(a for a in h["arrivals"] if a["agent"] == "fin")  # type: ignore[index]
+    assert fin["handoff_from"] == "ea" and fin["requester"] == "assistant"
+    with pytest.raises(urllib.error.HTTPError) as err:  # (a run that is not a simulation)
+        urllib.request.urlopen(base + "/api/simulations/nope", timeout=5)
+    assert err.value.code == 404
+    err.value.close()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (.ci/run "
+                    "installs it)")
+def test_browser_shows_a_simulation_with_its_backlog(
+        simulation_viewer: tuple[str, Path]) -> None:
+    from playwright.sync_api import sync_playwright
+
+    base, _ = simulation_viewer
+    s = get(base, "/api/simulations/week")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync", "--no-first-run"])
+        page = browser.new_page(viewport={"width": 1500, "height": 1000})
+        page.goto(base + "/")
+        page.wait_for_selector("#run option[value='week']", state="attached")
+        page.select_option("#run", "week")
+        page.click("#simbtn")
+        page.wait_for_selector("#simsvg .bar")
+        assert "northwind-week" in page.inner_text("#simtitle")
+        assert page.locator("#simsvg .bar").count() == len(s["arrivals"])  # type: ignore[index]
+        assert page.locator("#simsvg text", has_text="agent it").count() == 1
+        assert page.locator("#simsvg .ask").count() >= 300  # the people's requests
+        points = page.get_attribute("#backlogsvg polyline", "points") or ""
+        assert len(points.split()) == len(s["backlog"])  # type: ignore[index]
+        assert page.locator("#responsesvg .resp").count() == len(s["arrivals"])  # type: ignore[index]
+        assert "sla" in page.inner_text("#simchecks") and "FAIL" not in page.inner_text(
+            "#simchecks")
+        page.screenshot(path=str(ARTIFACTS / "viewer-simulation.png"), full_page=True)
+        # a bar opens its arrival as an episode
+        page.click("#simsvg .bar >> nth=0")
+        page.wait_for_selector("#svg .ev")
+        assert page.is_hidden("#simview")
+        assert ".a0" in page.inner_text("#title")
+        # the hand-off simulation draws its hand-off
+        page.select_option("#run", "handoff")
+        page.click("#simbtn")
+        page.wait_for_selector("#simsvg .handoff", state="attached")
+        browser.close()
+    assert (ARTIFACTS / "viewer-simulation.png").stat().st_size > 20_000
