@@ -360,7 +360,7 @@ async def test_leaving_a_session_lets_the_simulation_finish(tmp_path: Path) -> N
         await s.reset()
         # nothing ever comes: the arrival runs into its time limit, and meanwhile the seat
         # took up its next one (still the session's)
-        obs, reward, done, info = await s.step(Action.wait())
+        _, reward, done, info = await s.step(Action.wait())
         assert done and reward == 0.0 and info["termination"] == "max_sim_time"
     assert s.result is not None
     fin = [o for o in s.result.outcomes if o.agent == "fin"]
