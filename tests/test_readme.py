@@ -60,6 +60,7 @@ SMALLER = [  # (pattern, arguments appended: a later value of an option wins)
     (r"^python bench/sessions\.py", ["--sessions", "8", "--steps", "4"]),
     (r"^python bench/scale\.py", ["--episodes", "16", "--rounds", "1", "--engines",
                                   "processes-1,ray-1"]),
+    (r"^python bench/simulate\.py", ["--repeats", "1", "--memory-days", "2", "--many", "3"]),
     (r"^python bench/all\.py", ["--quick", "--only", "store"]),  # (each runs above)
 ]
 READY = {  # a background command (`... &`) is ready when its output holds this
