@@ -16,7 +16,7 @@ from .scripted import ScriptedPerson
 AgentFactory = Callable[[Task], Actor]
 CastFactory = Callable[[Task], dict[str, Actor]]
 
-AGENT_SPECS = "oracle | noop | openai:MODEL | teacher:openai:MODEL | remote"
+AGENT_SPECS = "oracle | noop | openai:MODEL | teacher:openai:MODEL | remote | remote:GROUP"
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,8 @@ def parse_agent(spec: str) -> AgentSpec:
     rest = spec.removeprefix("teacher:")
     if rest in ("oracle", "noop", "remote") and not teacher:
         return AgentSpec(rest)
+    if rest.startswith("remote:") and rest[7:] and not teacher:  # a group of workers
+        return AgentSpec("remote", rest[7:])
     if rest.startswith("openai:") and rest[7:]:
         return AgentSpec("openai", rest[7:], teacher)
     raise ValueError(f"agent: expected {AGENT_SPECS}, got {spec!r}")

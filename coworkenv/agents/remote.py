@@ -60,6 +60,14 @@ class WorkerInfo:
     capacity: int
     last_seen: float
     episodes: int = 0
+    group: str = ""
+    """The workers' group it serves ("": the default one)."""
+
+
+def claim_topic(group: str = "") -> str:
+    """The last level of the claim topic of a group of workers (a simulation's agents may be
+    served by groups of their own: ``remote:GROUP``)."""
+    return "_claim" if not group else f"_claim.{group}"
 
 
 class RemotePool:
@@ -103,7 +111,8 @@ class RemotePool:
                 elif w is None:
                     self.workers[env.sender] = WorkerInfo(env.sender, str(p.get("policy")),
                                                           int(p.get("capacity", 1)),
-                                                          time.monotonic())
+                                                          time.monotonic(),
+                                                          group=str(p.get("group") or ""))
                 else:
                     w.last_seen = time.monotonic()
                 self._changed.set()
@@ -118,19 +127,23 @@ class RemotePool:
             return f"remote worker {worker_id} lost (no heartbeat for {quiet:.1f}s)"
         return None
 
-    async def assign(self, run: str, episode: str, sim_time: float = 0.0) -> WorkerInfo:
+    async def assign(self, run: str, episode: str, sim_time: float = 0.0,
+                     group: str = "") -> WorkerInfo:
         """A worker for a new episode: the claim goes to the workers' shared subscription and
         the broker hands it to one; the first to answer holds the episode. Claims go out
         again while no worker answers (all full, or one just gone), as long as any is alive
-        (by its heartbeats); with none for ``wait_for_worker`` seconds, the episode fails."""
+        (by its heartbeats); with none for ``wait_for_worker`` seconds, the episode fails.
+        ``group``: only workers of that group (``coworkenv worker --group``)."""
         deadline = time.monotonic() + self.wait_for_worker
         while True:
-            live = [w for w in self.workers.values() if self.lost(w.worker_id) is None]
+            live = [w for w in self.workers.values() if self.lost(w.worker_id) is None
+                    and w.group == group]
             if live:
                 deadline = time.monotonic() + self.wait_for_worker
                 # a new envelope each time: receivers drop an id they have seen
                 claim = Envelope(run=run, episode=episode,
-                                 topic=self.bus.topic(run, episode, "agent", "_claim"),
+                                 topic=self.bus.topic(run, episode, "agent",
+                                                      claim_topic(group)),
                                  sender="kernel", kind="agent.claim", payload={},
                                  sim_time=sim_time)
                 try:
@@ -142,14 +155,16 @@ class RemotePool:
                 if w is None:  # (answered before its first heartbeat arrived here)
                     w = self.workers[wid] = WorkerInfo(wid, str(reply.payload.get("policy")),
                                                        int(reply.payload.get("capacity", 1)),
-                                                       time.monotonic())
+                                                       time.monotonic(), group=group)
                 w.episodes += 1
                 return w
             left = deadline - time.monotonic()
             if left <= 0:
-                raise EpisodeFailure("agent", f"no remote worker on {self.bus.prefix}/_workers "
-                                     f"within {self.wait_for_worker:g}s (start `coworkenv "
-                                     "worker` with the same --bus)")
+                of = f" of group {group!r}" if group else ""
+                raise EpisodeFailure("agent", f"no remote worker{of} on {self.bus.prefix}/"
+                                     f"_workers within {self.wait_for_worker:g}s (start "
+                                     "`coworkenv worker` with the same --bus"
+                                     + (f" and --group {group}" if group else "") + ")")
             with anyio.move_on_after(min(left, 0.5)):
                 await self._changed.wait()
 
@@ -161,7 +176,9 @@ class RemotePool:
 
 @dataclass
 class RemoteAgentProxy(Actor):
-    """Stands in for the agent in the episode; the agent itself runs in a worker."""
+    """Stands in for the agent in the episode; the agent itself runs in a worker.
+    ``episode``: the id the worker holds the agent's state under (default: the episode's;
+    a simulation gives each arrival its own); ``group``: the workers' group that serves it."""
 
     pool: RemotePool
     task: Task
@@ -169,11 +186,17 @@ class RemoteAgentProxy(Actor):
     role: str = "agent"
     worker: WorkerInfo | None = None
     done: bool = False
+    episode: str | None = None
+    group: str = ""
 
     async def handle(self, envelope: Envelope, ctx: ActorContext) -> None:
+        held = self.episode or envelope.episode
         if self.worker is None:
-            self.worker = await self.pool.assign(envelope.run, envelope.episode,
-                                                 envelope.sim_time)
+            self.worker = await self.pool.assign(envelope.run, held, envelope.sim_time,
+                                                 self.group)
+            if self.episode is not None:  # (a simulation: which worker took which arrival)
+                ctx.record("agent.worker", {"worker": self.worker.worker_id,
+                                            "group": self.group})
         w = self.worker
         payload: dict[str, Any] = {"envelope": envelope.model_dump(mode="json")}
         if envelope.kind == "task":
@@ -184,8 +207,8 @@ class RemoteAgentProxy(Actor):
                 "reference": [s.model_dump(mode="json") for s in self.task.reference]
                 if w.policy == "oracle" else None}
         bus = self.pool.bus
-        req = Envelope(run=envelope.run, episode=envelope.episode,
-                       topic=bus.topic(envelope.run, envelope.episode, "agent", w.worker_id),
+        req = Envelope(run=envelope.run, episode=held,
+                       topic=bus.topic(envelope.run, held, "agent", w.worker_id),
                        sender="kernel", kind="agent.request", payload=payload,
                        sim_time=envelope.sim_time, seq=envelope.seq)
         try:
@@ -200,7 +223,8 @@ class RemoteAgentProxy(Actor):
         for kind, body in reply.payload.get("records", []):
             ctx.record(kind, body)
         for a in reply.payload.get("actions", []):
-            ctx.send(a["to"], a["kind"], a["payload"], delay=a.get("delay", 0.0))
+            to = ctx.name if a["to"] == "agent" else a["to"]  # (its own timers)
+            ctx.send(to, a["kind"], a["payload"], delay=a.get("delay", 0.0))
             if a["kind"] == "finish":
                 self.pool.release(w.worker_id)
 
@@ -246,8 +270,9 @@ class Worker:
 
     def __init__(self, bus: Bus, make_agent: Callable[[dict[str, Any]], Actor], policy: str, *,
                  capacity: int = 64, worker_id: str | None = None,
-                 heartbeat: float = HEARTBEAT_S) -> None:
+                 heartbeat: float = HEARTBEAT_S, group: str = "") -> None:
         self.bus = bus
+        self.group = group
         self.make_agent = make_agent
         self.policy = policy
         self.capacity = capacity
@@ -263,7 +288,8 @@ class Worker:
     async def serve(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
                     stop_after: float | None = None) -> None:
         topic = f"{self.bus.prefix}/+/+/agent/{self.worker_id}"
-        claims = f"$share/{SHARE_GROUP}/{self.bus.prefix}/+/+/agent/_claim"
+        share = SHARE_GROUP + (f".{self.group}" if self.group else "")
+        claims = f"$share/{share}/{self.bus.prefix}/+/+/agent/{claim_topic(self.group)}"
         async with self.bus.subscribe(topic, max_buffer=4 * self.capacity) as sub, \
                 self.bus.subscribe(claims, max_buffer=4 * self.capacity) as claim_sub, \
                 anyio.create_task_group() as tg:
@@ -282,7 +308,7 @@ class Worker:
         return Envelope(
             run="_", episode="_", topic=f"{self.bus.prefix}/_workers/{self.worker_id}",
             sender=self.worker_id, kind="worker.heartbeat",
-            payload={"policy": self.policy, "capacity": self.capacity,
+            payload={"policy": self.policy, "capacity": self.capacity, "group": self.group,
                      "active": len(self.episodes), "handled": self.handled,
                      "stopping": stopping or lost, "lost": lost})
 
@@ -314,7 +340,7 @@ class Worker:
     async def _handle(self, req: Envelope) -> None:
         try:
             env = Envelope.model_validate(req.payload["envelope"])
-            key = f"{env.run}/{env.episode}"
+            key = f"{req.run}/{req.episode}"  # (a simulation's arrival: one of its own)
             setup = req.payload.get("setup")
             if setup is not None:
                 self.claimed.pop(key, None)

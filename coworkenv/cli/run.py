@@ -399,9 +399,13 @@ def worker(
     capacity: Annotated[int, typer.Option(min=1, help="Decisions at once")] = 64,
     worker_id: Annotated[str | None, typer.Option(help="Id (default: a new one)")] = None,
     model_concurrency: Annotated[int, typer.Option(min=1, help="Model calls at once")] = 4,
+    group: Annotated[str, typer.Option(help="Serve only agents of policy remote:GROUP (a "
+                                       "simulation's agents, each by workers of its own)")]
+    = "",
 ) -> None:
-    """Serve agent decisions for episodes run by `coworkenv run --agent remote` elsewhere.
-    The runner and every worker share COWORKENV_BUS_KEY: envelopes are signed with it."""
+    """Serve agent decisions for episodes run by `coworkenv run --agent remote` elsewhere, or
+    for a simulation's agents of policy remote (or remote:GROUP, with --group GROUP). The
+    runner and every worker share COWORKENV_BUS_KEY: envelopes are signed with it."""
     import anyio
 
     from ..agents import parse_agent
@@ -418,9 +422,12 @@ def worker(
         raise fail(str(exc)) from None
 
     async def go() -> None:
-        w = Worker(b, make, spec.kind, capacity=capacity, worker_id=worker_id)  # (its will
+        w = Worker(b, make, spec.kind, capacity=capacity, worker_id=worker_id,  # (its will
+                   group=group)
         async with b:  # is set before the bus connects)
-            console.print(f"worker {w.worker_id} ({agent}) serving {bus}", highlight=False)
+            console.print(f"worker {w.worker_id} ({agent}"
+                          f"{f', group {group}' if group else ''}) serving {bus}",
+                          highlight=False)
             sys.stdout.flush()
             await w.serve()
 

@@ -21,6 +21,7 @@ the script) and ``async def scenario(sim)``; it runs beside the simulation, dete
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import time
@@ -348,12 +349,9 @@ def _prepare(c: SimulationConfig) -> _Prepared:
     policies = {s.id: c.agents.get(s.id) or c.agent or s.policy for s in loaded.sim.roster}
     for sid, pol in policies.items():
         try:
-            spec = parse_agent(pol)
+            parse_agent(pol)
         except ValueError as exc:
             raise RunConfigError(f"agents: {sid}: {exc}") from None
-        if spec.kind == "remote":
-            raise RunConfigError(f"agents: {sid}: remote agents do not serve simulations yet; "
-                                 "give oracle, noop or openai:MODEL")
     db = check_db(Path(c.db))
     run_id = c.run_id
     if c.resume and run_id is None:
@@ -429,7 +427,9 @@ async def asimulate(config: SimulationConfig, *, interrupt: Interrupt | None = N
     import anyio
 
     from ..agents.factory import AgentSpec, agent_factory, parse_agent, scripted_cast
+    from ..agents.remote import RemoteAgentProxy, RemotePool
     from ..agents.scripted import ScriptedPerson
+    from ..bus import BusError
     from ..sim import Interrupt, RunInterrupted
     from ..sim.simkernel import SimulationKernel
     from ..store import EventStore, RunLease
@@ -439,14 +439,19 @@ async def asimulate(config: SimulationConfig, *, interrupt: Interrupt | None = N
     loaded, sim = p.loaded, p.loaded.sim
     del scripted_cast
     specs: dict[str, AgentSpec] = {sid: parse_agent(pol) for sid, pol in p.policies.items()}
+    remote = {sid for sid, sp in specs.items() if sp.kind == "remote"}
     try:
-        factories = {sid: agent_factory(pol, base_url=config.base_url,
-                                        api_key_env=config.api_key_env,
-                                        timeout=config.model_timeout,
-                                        max_concurrency=config.model_concurrency,
-                                        max_tokens=config.max_tokens)
-                     for sid, pol in p.policies.items()}
-    except ValueError as exc:
+        factories: dict[str, Any] = {
+            sid: agent_factory(pol, base_url=config.base_url, api_key_env=config.api_key_env,
+                               timeout=config.model_timeout,
+                               max_concurrency=config.model_concurrency,
+                               max_tokens=config.max_tokens)
+            for sid, pol in p.policies.items() if sid not in remote}
+        if remote and isinstance(config.bus, str) and config.bus.startswith("mqtt"):
+            from ..bus import bus_key
+
+            bus_key(required=True)  # (workers started elsewhere must hold the same key)
+    except (ValueError, BusError) as exc:
         raise RunConfigError(str(exc)) from None
     for sid, make in (hold or {}).items():
         if sid not in factories:
@@ -464,7 +469,13 @@ async def asimulate(config: SimulationConfig, *, interrupt: Interrupt | None = N
     bus = _bus(config.bus)
     stop = interrupt or Interrupt()
     t0 = time.perf_counter()
-    async with stop.listening(), bus, EventStore(p.db) as store:
+    async with stop.listening(), bus, EventStore(p.db) as store, \
+            contextlib.AsyncExitStack() as stack:
+        if remote:  # the agents that workers serve (over the bus), each arrival its own
+            pool = await stack.enter_async_context(RemotePool(bus))
+            for sid in remote:
+                factories[sid] = _remote_factory(pool, p.run_id, specs[sid].model,
+                                                 RemoteAgentProxy)
         with RunLease(p.db, p.run_id):  # one runner per run
             episode_id = f"{p.run_id}:@simulation"
             resume = await _resume_state(store, p.run_id, episode_id, p.policies, sim.id) \
@@ -521,6 +532,12 @@ async def asimulate(config: SimulationConfig, *, interrupt: Interrupt | None = N
     return SimulationResult(p.run_id, p.db, sim.id, kernel.outcomes, kernel.sim_checks(),
                             events_hash, state_hash, len(kernel._log),
                             kernel.clock.now, time.perf_counter() - t0, kernel.backlog)
+
+
+def _remote_factory(pool: Any, run_id: str, group: str, proxy: Any) -> Callable[[Any], Any]:
+    """Each arrival's agent served by a worker of ``group``, which holds it under the
+    arrival's own episode id."""
+    return lambda task: proxy(pool, task, episode=f"{run_id}:{task.id}:0:0", group=group)
 
 
 def simulate(config: SimulationConfig, *, interrupt: Interrupt | None = None,

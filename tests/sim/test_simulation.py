@@ -369,3 +369,40 @@ async def test_leaving_a_session_lets_the_simulation_finish(tmp_path: Path) -> N
         held = {e.task_id for e in rd.episodes("s") if e.agent == "session"}
     assert len(held) == 2
     assert all(o.passed is (o.task_id not in held) for o in fin)  # the rest: the oracle
+
+
+# agents served by remote workers --------------------------------------------------------------
+@pytest.mark.mqtt
+def test_remote_workers_serve_different_agents_of_one_simulation(
+        tmp_path: Path, broker: tuple[str, int]) -> None:
+    """Each agent of the roster by a group of workers of its own (`remote:GROUP`), over
+    MQTT: the same grades as the agents in process, each arrival held by its group's worker."""
+    from coworkenv.bus import new_id
+
+    host, port = broker
+    bus = f"mqtt://{host}:{port}/simremote-{new_id()[:8]}"
+    env = {**os.environ, "COWORKENV_BUS_KEY": new_id()}
+    workers = {g: subprocess.Popen([*CLI, "worker", "--bus", bus, "--group", g, "--worker-id",
+                                    f"w-{g}"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT, text=True) for g in ("ea", "fin")}
+    try:
+        for w in workers.values():
+            assert w.stdout is not None and "serving" in w.stdout.readline()
+        db = tmp_path / "r.db"
+        p = subprocess.run([*CLI, "simulate", str(HANDOFF), "--db", str(db), "--run-id", "r",
+                            "--bus", bus, "--agents", "ea=remote:ea,fin=remote:fin", "--json"],
+                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
+        assert p.returncode == 0, p.stderr
+        remote = json.loads(p.stdout)
+    finally:
+        for w in workers.values():
+            w.kill()
+            w.communicate(timeout=10)
+    local = simulate(SimulationConfig(HANDOFF, db=tmp_path / "l.db"))
+    assert remote["passed"] and remote["arrivals"] == len(local.outcomes) == 2
+    with Reader(tmp_path / "r.db") as rd:
+        held = {e.payload["group"]: e.payload["worker"] for e in rd.events("r:@simulation")
+                if e.kind == "agent.worker"}
+        scores = sorted((x["task_id"], x["score"]) for x in rd.scheduled_episodes("r"))
+    assert held == {"ea": "w-ea", "fin": "w-fin"}
+    assert scores == sorted((o.task_id, o.score) for o in local.outcomes)
