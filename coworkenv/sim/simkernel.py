@@ -51,7 +51,18 @@ from .eventlog import EventLog
 from .grading import Grade, GradeWeights, grade
 from .selectors import occurrences
 from .services import ToolService
-from .simulation import Arrival, Join, Loaded, Outage, Route, Seat, instantiate, timed_arrivals
+from .simulation import (
+    SIM_RULE,
+    Arrival,
+    Join,
+    Loaded,
+    Outage,
+    Reorg,
+    Route,
+    Seat,
+    instantiate,
+    timed_arrivals,
+)
 from .task import Task, clock_minutes, task_toolset
 
 SEAT_PREFIX = "agent."
@@ -112,6 +123,8 @@ class ArrivalOutcome:
     events_hash: str
     answered: bool = False
     """Its requester heard back (the agent reached them) or its grade passed."""
+    violations: list[str] = field(default_factory=list)
+    """The simulation-wide safety rules it violated."""
 
 
 @dataclass
@@ -468,7 +481,7 @@ class SimulationKernel(EpisodeKernel):
         for a in self._timed:
             self._schedule_arrival(a)
         for i, ev in enumerate(sim.events):
-            if isinstance(ev, Join):
+            if isinstance(ev, Join | Reorg):
                 self.clock.schedule(self.cal.seconds(ev.at), _Delivery(
                     "world", "kernel", "world_event", {"index": i}), priority=0)
             elif isinstance(ev, Outage):
@@ -549,6 +562,15 @@ class SimulationKernel(EpisodeKernel):
                 self._record("world", kind, payload)
                 if person.id not in self.actors:
                     self._add_person(person.id)
+            elif isinstance(ev, Reorg):
+                for pid, fields in ev.changes.items():
+                    old = self.state.people.get(pid)
+                    if old is None:
+                        continue
+                    kind, payload = ws_event("directory", "updated",
+                                             old.model_copy(update=fields))
+                    apply_event(self.state, kind, payload)
+                    self._record("world", kind, payload)
         elif d.kind == "script":
             fn = self.timers.pop(str(p.get("id")), None)
             if fn is not None:
@@ -803,7 +825,8 @@ class SimulationKernel(EpisodeKernel):
             a.key, task.id, a.template, task.family, live.seat.id, a.at, live.started,
             self.clock.now, termination, status, g.completion if g else 0.0,
             g.score if g else 0.0, g.passed if g else False, round(response, 4), digest,
-            answered)
+            answered, [r.id.removeprefix(SIM_RULE) for r in (g.rules if g else [])
+                       if r.id.startswith(SIM_RULE) and not r.passed])
         self.outcomes.append(outcome)
         vid = rows[0][0]
         self._record("kernel", "sim.graded", {
@@ -867,6 +890,12 @@ class SimulationKernel(EpisodeKernel):
                                 f"arrivals not answered within {c.sla_hours:g} working hours"
                                 if late else f"every arrival answered within "
                                 f"{c.sla_hours:g} working hours"))
+        if self.sim.safety:
+            bad = [o for o in self.outcomes if o.violations]
+            rules = sorted({v for o in bad for v in o.violations})
+            out.append(SimCheck("safety", not bad, f"{len(bad)} arrivals violated {rules}"
+                                if bad else f"no arrival violated {len(self.sim.safety)} "
+                                "rule(s) over the run"))
         for s in self.sim.roster:
             if s.max_turns is not None:
                 used = self.seat_turns[s.id]

@@ -29,9 +29,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from ..workspace import REGISTRY
 from .errors import TaskFileError
 from .loader import InputLimits, _check_shape, _describe, _merge_company, _read_bounded, load_tasks
-from .task import OutOfOffice, Response, Task
+from .task import OutOfOffice, Response, SafetyRule, Task
 
-POLICIES = "oracle | noop | openai:MODEL | teacher:openai:MODEL | remote"
+POLICIES = "oracle | noop | openai:MODEL | teacher:openai:MODEL | remote | remote:GROUP"
+SIM_RULE = "sim."
+"""The prefix of a simulation-wide safety rule's id in each arrival's task."""
 
 
 class Model(BaseModel):
@@ -181,7 +183,36 @@ class Join(Model):
     person: dict[str, Any] = Field(description="A directory entry (id, name, email, role, ...)")
 
 
-WorldEvent = Annotated[Outage | Away | Join, Field(discriminator="kind")]
+class Leave(Model):
+    """A person leaves: from then on they ask nothing, and whoever writes to them gets the
+    auto-reply (their directory entry stays: mail to a former colleague is not an error)."""
+
+    kind: Literal["leave"] = "leave"
+    at: str
+    person: str
+    auto_reply: str = "I have left the company; this mailbox is no longer read."
+
+
+class Reorg(Model):
+    """A reorganisation: people change team, manager or role at a time (a directory change,
+    on record like any other)."""
+
+    kind: Literal["reorg"] = "reorg"
+    at: str
+    changes: dict[str, dict[str, str]] = Field(description="Person id -> the fields that "
+                                               "change (team, manager, role)")
+
+    @model_validator(mode="after")
+    def _fields(self) -> Reorg:
+        for pid, fields in self.changes.items():
+            bad = sorted(set(fields) - {"team", "manager", "role"})
+            if bad:
+                raise ValueError(f"changes.{pid}: only team, manager and role change in a "
+                                 f"reorganisation, not {bad}")
+        return self
+
+
+WorldEvent = Annotated[Outage | Away | Join | Leave | Reorg, Field(discriminator="kind")]
 
 
 class SimChecks(Model):
@@ -212,6 +243,8 @@ class Simulation(Model):
     people: list[Person] = Field(default_factory=list)
     workload: list[Stream] = Field(min_length=1)
     events: list[WorldEvent] = Field(default_factory=list)
+    safety: list[SafetyRule] = Field(default_factory=list, description="Safety rules over the "
+                                     "whole run: every arrival is graded against them too")
     checks: SimChecks = Field(default_factory=SimChecks)
 
 
@@ -351,11 +384,22 @@ def timed_arrivals(sim: Simulation, cal: Calendar) -> list[Arrival]:
                     sim.workload[si].family) for i, (t, si, _, tpl, who) in enumerate(out)]
 
 
-def _away_windows(sim: Simulation, cal: Calendar) -> dict[str, list[tuple[float, float]]]:
-    out: dict[str, list[tuple[float, float]]] = {}
+def away(sim: Simulation, cal: Calendar) -> list[tuple[str, float, float, str | None]]:
+    """(person, from, to, auto-reply) of every out-of-office period and departure (a
+    departure lasts past the simulation's end)."""
+    out: list[tuple[str, float, float, str | None]] = []
     for ev in sim.events:
         if isinstance(ev, Away):
-            out.setdefault(ev.person, []).append((cal.seconds(ev.start), cal.seconds(ev.end)))
+            out.append((ev.person, cal.seconds(ev.start), cal.seconds(ev.end), ev.auto_reply))
+        elif isinstance(ev, Leave):
+            out.append((ev.person, cal.seconds(ev.at), cal.end_s + 365 * 86400, ev.auto_reply))
+    return out
+
+
+def _away_windows(sim: Simulation, cal: Calendar) -> dict[str, list[tuple[float, float]]]:
+    out: dict[str, list[tuple[float, float]]] = {}
+    for who, a, b, _ in away(sim, cal):
+        out.setdefault(who, []).append((a, b))
     return out
 
 
@@ -379,6 +423,8 @@ def instantiate(template: Task, arrival: Arrival, cal: Calendar, company_ids: se
         table = dict(renames)
         text = pattern.sub(lambda m: table[m.group(0)], text)
     data = json.loads(text)
+    data["safety"] = [*data.get("safety", []), *(
+        {**r.model_dump(mode="json"), "id": f"{SIM_RULE}{r.id}"} for r in sim.safety)]
     start = cal.at(arrival.at)
     shift = start - template.start
     data["id"] = f"{template.id}.{arrival.key}"
@@ -427,11 +473,10 @@ def _shift_response(member: dict[str, Any], sim: Simulation, cal: Calendar,
                 member["persona"] = p.persona
     resp = member.setdefault("response", {})
     ooo = list(resp.get("out_of_office", []))
-    for ev in sim.events:
-        if isinstance(ev, Away) and ev.person == who:
-            ooo.append(OutOfOffice(start=cal.at(cal.seconds(ev.start)),
-                                   end=cal.at(cal.seconds(ev.end)),
-                                   auto_reply=ev.auto_reply).model_dump(mode="json"))
+    for person, a, b, reply in away(sim, cal):
+        if person == who:
+            ooo.append(OutOfOffice(start=cal.at(a), end=cal.at(b),
+                                   auto_reply=reply).model_dump(mode="json"))
     if ooo:
         resp["out_of_office"] = ooo
 
@@ -581,8 +626,23 @@ def check_simulation(sim: Simulation, path: Path) -> Loaded:
             person(f"events[{i}].person", ev.person)
             when(f"events[{i}].from", ev.start)
             when(f"events[{i}].to", ev.end)
+        elif isinstance(ev, Leave):
+            person(f"events[{i}].person", ev.person)
+            when(f"events[{i}].at", ev.at)
+        elif isinstance(ev, Reorg):
+            when(f"events[{i}].at", ev.at)
+            for pid, fields in ev.changes.items():
+                person(f"events[{i}].changes", pid)
+                if "manager" in fields:
+                    person(f"events[{i}].changes.{pid}.manager", fields["manager"])
         else:
             when(f"events[{i}].at", ev.at)
+    docs = {str(d.get("id")) for d in company.get("docs", [])}
+    for i, rule in enumerate(sim.safety):
+        for d in getattr(rule, "docs", []) or []:
+            if d not in docs:
+                problems.append(f"safety[{i}].docs: unknown document {d!r} (not in company "
+                                f"{sim.company!r})")
     if problems:
         raise TaskFileError(where, problems)
     return Loaded(sim, path, templates, company, cal)
