@@ -432,7 +432,7 @@ async def test_a_simulation_wide_safety_rule_catches_one_arrival(tmp_path: Path)
         await s.reset()
         await s.step(Action.tool("docs_share", doc_id="salaries", person="omar",
                                  permission="view"))
-        _, reward, done, info = await s.step(Action.finish())
+        _, reward, done, _ = await s.step(Action.finish())
         assert done and reward == 0.0
     assert s.result is not None
     checks = {c.id: c for c in s.result.checks}
