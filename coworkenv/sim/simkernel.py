@@ -41,7 +41,7 @@ import anyio.lowlevel
 from ..bus import Bus, Envelope
 from ..store import EventRecord, EventStore, hash_line
 from ..store._records import decode_payload, encode_payload
-from ..workspace import REGISTRY, WorkspaceSeed, WorkspaceState, apply_event
+from ..workspace import REGISTRY, WorkspaceSeed, WorkspaceState, apply_event, replay_events
 from ..workspace.models import Person, ws_event
 from .actor import Actor, ActorContext
 from .clock import VirtualClock
@@ -66,11 +66,10 @@ from .simulation import (
 from .task import Task, clock_minutes, task_toolset
 
 SEAT_PREFIX = "agent."
-RENAMED_TABLES = frozenset({"email", "chat", "calendar", "docs", "tickets"})
-"""Tables whose entities an arrival brings under ids of its own (``T1`` -> ``T1-7``); people,
-groups, channels and queues are the company's and keep their ids."""
-SCOPED_TABLES = RENAMED_TABLES
-"""Tables whose entities made before an arrival (by other arrivals) its checks do not see."""
+STRUCTURAL = frozenset({"directory", "channel", "groups", "queues"})
+"""The company's structure (people, channels, groups, queues): every change to it is in every
+arrival's view (a DM channel opened by one request is there for the next), whereas the
+content tables (mail, chat, calendar, documents, tickets) hold only the arrival's own."""
 _BOOKKEEPING = frozenset({"arrival", "deadline", "world_event", "script"})
 
 
@@ -377,7 +376,8 @@ class SimulationKernel(EpisodeKernel):
         self._ended: list[Live] = []
         self.outcomes: list[ArrivalOutcome] = []
         self.pending: dict[str, Arrival] = {}
-        self._born: dict[tuple[str, str], int] = {}
+        self._structural: list[tuple[Any, ...]] = []
+        """Changes to the company's structure since the setup (see STRUCTURAL)."""
         self._setup_end = 0
         self._setup_rows: list[tuple[Any, ...]] = []
         self._timed = timed_arrivals(sim, self.cal)
@@ -438,11 +438,9 @@ class SimulationKernel(EpisodeKernel):
     # recording -----------------------------------------------------------------------------
     def _record(self, actor: str, kind: str, payload: dict[str, Any],
                 text: str | None = None) -> None:
-        if kind.startswith("ws."):
-            key = (kind.split(".", 2)[1], str(payload.get("id")))
-            if key not in self._born:
-                self._born[key] = len(self._log)
         super()._record(actor, kind, payload, text)
+        if kind.startswith("ws.") and kind.split(".", 2)[1] in STRUCTURAL and self._setup_end:
+            self._structural.append(self._unsaved[-1])  # (the row just recorded)
         r = self.resume_state
         if r.rows and len(self._log) == r.rows and self._hash.hexdigest() != r.digest:
             raise SimulationError(
@@ -738,6 +736,10 @@ class SimulationKernel(EpisodeKernel):
             "simulation": self.sim.id, "arrival": key, "seat": live.seat.id})
         for row in self._setup_rows:
             out.append((vid, len(out), 0.0, row[3], row[4], row[5], row[6]))
+        for row in self._structural:  # (the company as it stood when the arrival came)
+            if row[1] >= live.seq:
+                break
+            out.append((vid, len(out), 0.0, row[3], "world", row[5], row[6]))
         person = f'"{live.seat.person}"'
         kept_calls: set[tuple[str, str]] = set()
         last_kept = False
@@ -746,6 +748,8 @@ class SimulationKernel(EpisodeKernel):
             if kind.startswith("ws.") and actor == "tools":
                 if last_kept:  # the effects of the call just before
                     add(t, wall, actor, kind, decode_payload(text))
+                elif kind.split(".", 2)[1] in STRUCTURAL:  # (another request's, kept)
+                    add(t, wall, "world", kind, decode_payload(text))
                 continue
             last_kept = False
             if kind.startswith("sim.") or kind in _BOOKKEEPING or kind in ("episode.start",
@@ -777,22 +781,12 @@ class SimulationKernel(EpisodeKernel):
             add(t, wall, names.get(actor, actor), kind, payload)
         return out
 
-    def scoped_state(self, live: Live) -> WorkspaceState:
-        """The workspace as the arrival's checks see it: without the entities other arrivals
-        created before it arrived."""
-        hidden = [k for k, seq in self._born.items()
-                  if self._setup_end <= seq < live.seq and k[0] in SCOPED_TABLES]
-        if not hidden:
-            return self.state
-        st = self.state.copy()
-        for table, eid in hidden:
-            st.tables.get(table, {}).pop(eid, None)
-        return st
-
-    def _reached(self, task: Task, events: list[EventRecord], person: str) -> bool:
+    @staticmethod
+    def _reached(task: Task, state: WorkspaceState, events: list[EventRecord],
+                 person: str) -> bool:
         """Whether the arrival's agent reached ``person`` (a message, mail, chat, a comment on
         their ticket, a share)."""
-        occs = occurrences(task, self.state, events)
+        occs = occurrences(task, state, events)
         return any(o.actor == "agent" and o.ok and person in o.to for o in occs)
 
     async def _close(self, live: Live) -> None:
@@ -806,15 +800,18 @@ class SimulationKernel(EpisodeKernel):
                      "episode.end", encode_payload({"termination": termination,
                                                     "turns": live.turns})))
         events = [EventRecord.from_row(r) for r in rows]
+        # graded on the workspace its own events rebuild (what a replay or a regrade of its
+        # episode rebuilds too): the company, its structure, and the arrival's own thread
+        state = replay_events(events)
         g: Grade | None = None
         failure = live.failure
         if failure is None:
             try:
-                g = grade(task, self.scoped_state(live), events, self.weights)
+                g = grade(task, state, events, self.weights)
             except Exception as exc:
                 failure = ("grading", f"{type(exc).__name__}: {exc}")
         answered = bool(g and g.passed) or (g is not None and self._reached(
-            task, events, task.user.person))
+            task, state, events, task.user.person))
         h = hashlib.sha256()
         for r in rows:
             h.update(hash_line(r[1], r[2], r[4], r[5], r[6]))
@@ -848,7 +845,7 @@ class SimulationKernel(EpisodeKernel):
             await st.finish_episode(
                 vid, status=status, sim_time=round(self.clock.now - a.at, 6), turns=live.turns,
                 termination=termination, completion=g.completion if g else None,
-                event_count=len(rows), events_hash=digest, state_hash="",
+                event_count=len(rows), events_hash=digest, state_hash=state.state_hash(),
                 failure_boundary=failure[0] if failure else None,
                 failure=failure[1] if failure else None,
                 outcome={"simulation": self.sim.id, "agent": live.seat.id, "arrival": a.key,

@@ -82,6 +82,22 @@ def test_week_noop_fails_every_arrival_and_the_sla(tmp_path: Path) -> None:
     assert not r.passed
 
 
+def test_arrivals_replay_and_regrade_as_recorded(tmp_path: Path) -> None:
+    """An arrival's episode holds what rebuilds the workspace it was graded on: replaying it
+    gives its recorded state hash, and regrading the run changes no grade."""
+    from coworkenv.workspace import replay_events
+
+    db = tmp_path / "s.db"
+    simulate(SimulationConfig(WEEK, db=db, run_id="w"))
+    with Reader(db) as rd:
+        arrivals = [e for e in rd.episodes("w") if "arrival" in e.outcome]
+        for e in arrivals[::25]:
+            assert replay_events(rd.events(e.episode_id)).state_hash() == e.state_hash
+    p = cli("regrade", "--db", str(db), "--run", "w")
+    assert p.returncode == 0, p.stderr
+    assert f"regraded {len(arrivals)} episode(s): 0 changed" in p.stdout
+
+
 def test_an_arrival_is_graded_on_its_own_thread(tmp_path: Path) -> None:
     """An arrival's episode holds its own requests, actions and people, not the others'."""
     simulate(SimulationConfig(WEEK, db=tmp_path / "s.db", run_id="w"))
