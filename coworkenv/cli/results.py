@@ -329,6 +329,22 @@ def _show_episode(reader: Any, episode: str) -> None:
         ep = reader.episode(episode)
     except StoreError as exc:
         raise fail(str(exc)) from None
+    if ep.task_id == "@simulation":  # a simulation's own log: its figures and checks
+        from ..runtime.simulate import simulation_report
+        from .simulate import FIGURE_COLUMNS, _figure_rows
+
+        sim = simulation_report(reader, ep.run_id)
+        assert sim is not None
+        console.print(f"[bold]{escape(episode)}[/bold]: the log of simulation "
+                      f"{escape(str(sim['simulation']))} ({sim['arrivals']} arrivals, "
+                      f"{sim['events']} events); each arrival is an episode of run "
+                      f"{escape(ep.run_id)}")
+        print_table("by agent", [Column("agent"), *FIGURE_COLUMNS],
+                    _figure_rows(sim["by_agent"]))
+        for c in sim["checks"]:
+            mark = "pass" if c["passed"] else "[red]FAIL[/red]"
+            console.print(f"simulation check {escape(c['id'])}: {mark} ({escape(c['detail'])})")
+        return
     g = reader.grade(episode)
     if g is None:
         raise fail(f"episode {episode!r} has no grade ({ep.status}: {ep.failure})")

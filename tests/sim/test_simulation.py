@@ -130,6 +130,10 @@ def test_cli_prints_figures_per_agent_and_family_and_the_sla(tmp_path: Path) -> 
     assert e.returncode == 0, e.stderr
     assert f"{s['arrivals']} scheduled episodes" in e.stdout
     assert "simulation check sla: FAIL" in e.stdout and "by agent" in e.stdout
+    one = cli("eval", "--db", str(tmp_path / "s.db"), "--episode", f"{s['run']}:@simulation")
+    assert one.returncode == 0, one.stderr
+    assert "the log of simulation northwind-week" in one.stdout
+    assert "simulation check sla: FAIL" in one.stdout
 
 
 @pytest.mark.parametrize(("agents", "passed"), [({}, True), ({"fin": "noop"}, False),
