@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -245,9 +246,16 @@ TASK_SUFFIXES = (".yaml", ".yml", ".json", ".jsonl")
 
 
 def task_files(path: str | Path) -> list[Path]:
-    """A file as given; a folder stands for its task files (YAML, JSON, JSONL), sorted."""
+    """A file as given; a folder stands for its task files (YAML, JSON, JSONL), sorted;
+    simulation files (``kind: simulation``) in a folder are not task files."""
     p = Path(path)
-    return sorted(f for f in p.iterdir() if f.suffix in TASK_SUFFIXES) if p.is_dir() else [p]
+    if not p.is_dir():
+        return [p]
+    return sorted(f for f in p.iterdir() if f.suffix in TASK_SUFFIXES and not (
+        f.suffix in (".yaml", ".yml") and _SIMULATION.search(f.read_text(errors="replace")[:4096])))
+
+
+_SIMULATION = re.compile(r"^kind:\s*simulation\s*$", re.M)
 
 
 def load_tasks(paths: Iterable[str | Path]) -> list[Task]:

@@ -493,14 +493,6 @@ class Loaded:
     calendar: Calendar
 
 
-def is_simulation(path: str | Path) -> bool:
-    p = Path(path)
-    if p.suffix not in (".yaml", ".yml") or not p.is_file():
-        return False
-    head = p.read_text(errors="replace")[:4096]
-    return re.search(r"^kind:\s*simulation\s*$", head, re.M) is not None
-
-
 def load_simulation(path: str | Path) -> Loaded:
     """Read and check a simulation file; every problem names the file, the field and the
     value (:class:`~coworkenv.sim.TaskFileError`)."""

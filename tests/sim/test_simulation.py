@@ -33,6 +33,13 @@ def cli(*args: str, timeout: float = 240, env: dict[str, str] | None = None
                           cwd=ROOT, env={**os.environ, "COLUMNS": "200", **(env or {})})
 
 
+def test_the_request_templates_are_mutation_proven() -> None:
+    """The week's requests are sound graders: each valid alone, every mutant killed."""
+    p = cli("validate", str(SIMS / "northwind-requests.yaml"), "--mutate")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "8 of 8 task(s) valid" in p.stdout and "0 survived, 0 false positive" in p.stdout
+
+
 def test_the_week_is_a_company_of_at_least_25_people_and_3_agents() -> None:
     loaded = load_simulation(WEEK)
     assert len(loaded.company["people"]) >= 25
