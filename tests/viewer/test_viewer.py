@@ -10,6 +10,7 @@ import sys
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import pytest
@@ -24,6 +25,15 @@ CLI = [sys.executable, "-m", "coworkenv.cli"]
 ARTIFACTS = Path(os.environ.get("COWORKENV_TEST_ARTIFACTS", ROOT / "test-artifacts"))
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 MOVE = "(s, v) => { s.value = v; s.dispatchEvent(new Event('input')); }"
+needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not "
+                                    "installed (.ci/run installs it)")
+
+
+def launch(p: Any) -> Any:
+    """Debian's Chromium, headless, quiet on a closed network."""
+    return p.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
+        "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run"])
 
 
 @pytest.fixture(scope="module")
@@ -91,8 +101,7 @@ def test_viewer_binds_loopback_only(viewer: tuple[str, Path]) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (.ci/run "
-                    "installs it)")
+@needs_chromium
 def test_browser_opens_an_episode_moves_the_slider_and_clicks_an_envelope(
         viewer: tuple[str, Path]) -> None:
     from playwright.sync_api import sync_playwright
@@ -100,9 +109,7 @@ def test_browser_opens_an_episode_moves_the_slider_and_clicks_an_envelope(
     base, _ = viewer
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync", "--no-first-run"])
+        browser = launch(p)
         # (Playwright's wait_for_function evaluates strings, which the page's CSP forbids)
         page = browser.new_page(viewport={"width": 1500, "height": 950}, bypass_csp=True)
         page.goto(base + "/")
@@ -143,8 +150,7 @@ XSS = "<img src=x onerror=\"window.__xss=(window.__xss||0)+1\">"
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (.ci/run "
-                    "installs it)")
+@needs_chromium
 def test_episode_content_never_runs_as_script(tmp_path: Path) -> None:
     """Every field a model or a task author controls holds a script payload: the family, a
     check id and its detail, a safety rule's message (it repeats the recipient), message text
@@ -233,8 +239,7 @@ def test_simulation_api(simulation_viewer: tuple[str, Path]) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (.ci/run "
-                    "installs it)")
+@needs_chromium
 def test_browser_shows_a_simulation_with_its_backlog(
         simulation_viewer: tuple[str, Path]) -> None:
     from playwright.sync_api import sync_playwright
@@ -243,9 +248,7 @@ def test_browser_shows_a_simulation_with_its_backlog(
     s = get(base, "/api/simulations/week")
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync", "--no-first-run"])
+        browser = launch(p)
         page = browser.new_page(viewport={"width": 1500, "height": 1000})
         page.goto(base + "/")
         page.wait_for_selector("#run option[value='week']", state="attached")
