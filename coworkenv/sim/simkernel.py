@@ -40,17 +40,18 @@ import anyio.lowlevel
 
 from ..bus import Bus, Envelope
 from ..store import EventRecord, EventStore, hash_line
-from ..store._records import decode_payload, encode_payload
+from ..store._records import encode_payload
 from ..workspace import REGISTRY, WorkspaceSeed, WorkspaceState, apply_event, replay_events
 from ..workspace.models import Person, ws_event
 from .actor import Actor, ActorContext
 from .clock import VirtualClock
-from .episode import AGENT_ACTIONS, EpisodeKernel, _Delivery, save_grade
-from .errors import EpisodeFailure, SimError
+from .episode import EpisodeKernel, _Delivery, save_grade
+from .errors import SimError
 from .eventlog import EventLog
 from .grading import Grade, GradeWeights, grade
 from .selectors import occurrences
 from .services import ToolService
+from .simactors import Outages, PersonContext, PersonHub, SeatActor, SeatContext, SimWorld
 from .simulation import (
     SIM_RULE,
     Arrival,
@@ -63,14 +64,8 @@ from .simulation import (
     instantiate,
     timed_arrivals,
 )
+from .simview import SEAT_PREFIX, STRUCTURAL, arrival_view
 from .task import Task, clock_minutes, task_toolset
-
-SEAT_PREFIX = "agent."
-STRUCTURAL = frozenset({"directory", "channel", "groups", "queues"})
-"""The company's structure (people, channels, groups, queues): every change to it is in every
-arrival's view (a DM channel opened by one request is there for the next), whereas the
-content tables (mail, chat, calendar, documents, tickets) hold only the arrival's own."""
-_BOOKKEEPING = frozenset({"arrival", "deadline", "world_event", "script"})
 
 
 class SimulationError(SimError):
@@ -131,157 +126,6 @@ class SimCheck:
     id: str
     passed: bool
     detail: str
-
-
-class Outages:
-    """Fault injection for a simulation's outage windows (the tool service asks it about the
-    agents' calls)."""
-
-    def __init__(self, kernel: SimulationKernel, windows: list[tuple[float, float, set[str],
-                                                                       str]]) -> None:
-        self.kernel = kernel
-        self.windows = windows
-
-    def failure(self, tool: str) -> dict[str, Any] | None:
-        now = self.kernel.clock.now
-        for lo, hi, tools, message in self.windows:
-            if lo <= now < hi and tool in tools:
-                return {"ok": False, "error": {"code": "unavailable", "field": None,
-                                               "message": message,
-                                               "retry_after_s": round(hi - now, 3)},
-                        "injected": True}
-        return None
-
-    def delay(self, tool: str) -> float:
-        return 0.0
-
-
-class SeatContext(ActorContext):
-    """A seat's handle: what its agent sends is tagged with the arrival it works on, takes the
-    seat's action time, and counts against the arrival's and the seat's turn limits."""
-
-    def __init__(self, kernel: SimulationKernel, name: str, seat: Seat, seed: int) -> None:
-        super().__init__(kernel, name, seat.person, seed)
-        self.seat = seat
-        self.sim = kernel
-
-    def send(self, to: str, kind: str, payload: dict[str, Any], *, delay: float = 0.0) -> None:
-        live = self.sim.current(self.seat.id)
-        if live is None or live.end is not None:
-            return  # an idle seat, or an arrival already over: its actions go nowhere
-        if kind in AGENT_ACTIONS and to != self.name:
-            if not self.sim.take_turn(live):
-                return
-            if kind != "finish":
-                delay += self.seat.action_minutes * 60
-        super().send(to, kind, {**payload, "arrival": live.arrival.key}, delay=delay)
-
-
-class PersonContext(ActorContext):
-    """A person's handle while playing one arrival's cast member: what they send is tagged
-    with that arrival (their replies reach the agent working on it, and no other)."""
-
-    def __init__(self, kernel: SimulationKernel, name: str, key: str, seed: int) -> None:
-        super().__init__(kernel, name, name, seed)
-        self.key = key
-
-    def send(self, to: str, kind: str, payload: dict[str, Any], *, delay: float = 0.0) -> None:
-        super().send(to, kind, {**payload, "arrival": self.key}, delay=delay)
-
-
-class SeatActor(Actor):
-    """The actor of one seat: hands each envelope to the agent of the arrival it works on."""
-
-    role = "agent"
-
-    def __init__(self, kernel: SimulationKernel, seat: Seat) -> None:
-        self.sim = kernel
-        self.seat = seat
-
-    async def handle(self, envelope: Envelope, ctx: ActorContext) -> None:
-        live = self.sim.current(self.seat.id)
-        if live is None or live.agent is None or live.end is not None:
-            return
-        tag = envelope.payload.get("arrival")
-        if tag is not None and tag != live.arrival.key and \
-                self.sim.owner.get(str(tag)) == self.seat.id:
-            later = self.sim.live.get(str(tag))
-            if later is not None and later.started is None:
-                later.mailbox.append(envelope)  # for an arrival still in its queue
-            return  # else a late reply or timer of an arrival it has finished
-        # (another agent's arrival reaching this one: a hand-off, for the work at hand)
-        try:
-            await live.agent.handle(envelope, ctx)
-            if envelope.kind == "task" and live.mailbox:
-                early, live.mailbox = live.mailbox, []
-                for env in early:
-                    if live.end is None:
-                        await live.agent.handle(env, ctx)
-        except EpisodeFailure as exc:
-            self.sim.end(live, "failed", (exc.boundary, exc.message))
-        except Exception as exc:
-            self.sim.end(live, "failed", ("agent", f"{type(exc).__name__}: {exc}"))
-
-
-class PersonHub(Actor):
-    """One person of the company, playing each arrival's cast member for them."""
-
-    role = "coworker"
-
-    def __init__(self, kernel: SimulationKernel, person: str) -> None:
-        self.sim = kernel
-        self.person = person
-        self.personas: dict[str, tuple[Actor, PersonContext]] = {}
-
-    async def handle(self, envelope: Envelope, ctx: ActorContext) -> None:
-        p = envelope.payload
-        key: str | None = None
-        if envelope.kind in ("trigger", "timer"):
-            key = p.get("arrival")
-        elif envelope.kind in ("message", "notify"):
-            sender = p.get("from") if envelope.kind == "message" else p.get("sender")
-            seat = self.sim.seat_of_person.get(str(sender))
-            live = self.sim.current(seat) if seat is not None else None
-            key = live.arrival.key if live is not None else None
-        entry = self.personas.get(key) if key is not None else None
-        if entry is None:
-            return
-        actor, pctx = entry
-        try:
-            await actor.handle(envelope, pctx)
-        except Exception as exc:
-            live = self.sim.live.get(str(key))
-            if live is not None:
-                self.sim.end(live, "failed", (actor.role if actor.role in ("user", "coworker")
-                                              else "coworker", f"{type(exc).__name__}: {exc}"))
-
-
-class SimWorld(Actor):
-    """The arrivals' timelines: at its time, a person of one arrival acts."""
-
-    role = "world"
-
-    def __init__(self, kernel: SimulationKernel) -> None:
-        self.sim = kernel
-
-    async def handle(self, envelope: Envelope, ctx: ActorContext) -> None:
-        if envelope.kind != "timeline":
-            return
-        live = self.sim.live.get(str(envelope.payload.get("arrival")))
-        if live is None:
-            return
-        ev = live.task.timeline[int(envelope.payload["index"])]
-        act = ev.action
-        tag = {"arrival": live.arrival.key}
-        if act.kind == "tool":
-            assert act.tool is not None
-            ctx.send("tools", "tool_call", {"call_id": f"world-{live.arrival.key}-"
-                                            f"{envelope.payload['index']}", "tool": act.tool,
-                                            "arguments": act.args, "as": ev.actor, **tag})
-        else:
-            target = ctx.actor_for(act.to or "")
-            if target is not None:
-                ctx.send(target, "message", {"from": ev.actor, "text": act.text, **tag})
 
 
 AgentFactory = Callable[[Task], Actor]
@@ -717,69 +561,8 @@ class SimulationKernel(EpisodeKernel):
 
     # grading -----------------------------------------------------------------------------
     def view(self, live: Live) -> list[tuple[Any, ...]]:
-        """The arrival's events as an episode of its own: see the module's docstring."""
-        key, seat_actor = live.arrival.key, SEAT_PREFIX + live.seat.id
-        vid = f"{self.run_id}:{live.task.id}:0:0"
-        names = {SEAT_PREFIX + s.id: s.person for s in self.sim.roster}
-        names[seat_actor] = "agent"
-        t0 = live.arrival.at
-        started = live.started_seq if live.started_seq is not None else 1 << 62
-        out: list[tuple[Any, ...]] = []
-
-        def add(t: float, wall: float, actor: str, kind: str, payload: dict[str, Any]) -> None:
-            out.append((vid, len(out), round(max(0.0, t - t0), 6), wall, actor, kind,
-                        encode_payload(payload)))
-
-        add(t0, 0.0, "kernel", "episode.start", {
-            "task_id": live.task.id, "trial": 0, "seed": self._seed_of(key),
-            "start": live.task.start.isoformat(), "agent": live.task.agent,
-            "simulation": self.sim.id, "arrival": key, "seat": live.seat.id})
-        for row in self._setup_rows:
-            out.append((vid, len(out), 0.0, row[3], row[4], row[5], row[6]))
-        for row in self._structural:  # (the company as it stood when the arrival came)
-            if row[1] >= live.seq:
-                break
-            out.append((vid, len(out), 0.0, row[3], "world", row[5], row[6]))
-        person = f'"{live.seat.person}"'
-        kept_calls: set[tuple[str, str]] = set()
-        last_kept = False
-        for row in self._log.rows_from(live.seq):
-            seq, t, wall, actor, kind, text = row[1], row[2], row[3], row[4], row[5], row[6]
-            if kind.startswith("ws.") and actor == "tools":
-                if last_kept:  # the effects of the call just before
-                    add(t, wall, actor, kind, decode_payload(text))
-                elif kind.split(".", 2)[1] in STRUCTURAL:  # (another request's, kept)
-                    add(t, wall, "world", kind, decode_payload(text))
-                continue
-            last_kept = False
-            if kind.startswith("sim.") or kind in _BOOKKEEPING or kind in ("episode.start",
-                                                                           "episode.end"):
-                continue
-            payload = decode_payload(text)
-            to = payload.get("to")
-            tag = payload.get("arrival")
-            if tag is not None:  # one arrival's: this one's, or another's that reaches it
-                keep = tag == key or (kind == "tool_call" and person in text) or (
-                    kind == "message" and to == seat_actor)
-            elif kind == "tool_result":  # (its seat's from when it took the arrival up)
-                keep = (to == seat_actor and seq >= started) or (
-                    str(to), str(payload.get("call_id"))) in kept_calls
-            elif kind == "notify":
-                keep = to == seat_actor and seq >= started
-            elif kind == "fault.injected":
-                keep = payload.get("caller") == seat_actor
-            else:  # notes: the seat's own (from when it took the arrival up), the bus's
-                keep = (actor == seat_actor and seq >= started) or actor == "bus" or (
-                    kind.startswith("ws.") and actor != "tools")
-            if not keep:
-                continue
-            if kind == "tool_call":
-                kept_calls.add((actor, str(payload.get("call_id"))))
-                last_kept = True
-            if to in names:
-                payload = {**payload, "to": names[str(to)]}
-            add(t, wall, names.get(actor, actor), kind, payload)
-        return out
+        """The arrival's events as an episode of its own (see :func:`arrival_view`)."""
+        return arrival_view(self, live)
 
     @staticmethod
     def _reached(task: Task, state: WorkspaceState, events: list[EventRecord],
