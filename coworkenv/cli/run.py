@@ -388,7 +388,7 @@ def run(
                  sum(1 for r in results if r.status == "failed" and r.failure_boundary == "agent"))
 
 
-@app.command(short_help="Serve agent decisions for `run --agent remote`.")
+@app.command(short_help="Serve agent decisions for `run --agent remote` and simulations.")
 def worker(
     bus: Annotated[str, typer.Option(help="mqtt://user:pass@host:port/prefix (the same as "
                                      "the runner's)")],

@@ -35,8 +35,10 @@ def simulate(
     file: Annotated[Path, typer.Argument(help="A simulation file (kind: simulation) or a "
                                          "scenario script (.py)")],
     agent: Annotated[str | None, typer.Option(help="One policy for every agent: oracle | noop "
-                                              "| openai:MODEL | teacher:openai:MODEL "
-                                              "(default: each agent's own)")] = None,
+                                              "| openai:MODEL | teacher:openai:MODEL | remote "
+                                              "| remote:GROUP (served by `coworkenv worker "
+                                              "--group GROUP`; default: each agent's own)")]
+    = None,
     agents: Annotated[list[str] | None, typer.Option(
         help="AGENT=POLICY for one agent of the roster (repeatable, or comma-separated)")]
     = None,
