@@ -22,7 +22,6 @@ the script) and ``async def scenario(sim)``; it runs beside the simulation, dete
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import importlib.util
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -99,10 +98,15 @@ class SimulationResult:
 
     def by(self, key: str) -> dict[str, dict[str, Any]]:
         """Figures per agent (``agent``) or per family (``family``)."""
-        groups: dict[str, list[ArrivalOutcome]] = {}
-        for o in self.outcomes:
-            groups.setdefault(str(getattr(o, key)), []).append(o)
-        return {k: figures(v) for k, v in sorted(groups.items())}
+        return figures_by(self.outcomes, key)
+
+
+def figures_by(outcomes: list[ArrivalOutcome], key: str) -> dict[str, dict[str, Any]]:
+    """:func:`figures` of the arrivals grouped by one of their fields."""
+    groups: dict[str, list[ArrivalOutcome]] = {}
+    for o in outcomes:
+        groups.setdefault(str(getattr(o, key)), []).append(o)
+    return {k: figures(v) for k, v in sorted(groups.items())}
 
 
 def figures(outcomes: list[ArrivalOutcome]) -> dict[str, Any]:
@@ -141,17 +145,11 @@ def simulation_report(reader: Any, run_id: str) -> dict[str, Any] | None:
             float(o.get("finished", 0.0)), str(e.termination), e.status,
             float(g["completion"] or 0.0), float(g["score"] or 0.0), bool(g["passed"]),
             float(o.get("response_hours", 0.0)), str(e.events_hash or "")))
-
-    def by(key: str) -> dict[str, dict[str, Any]]:
-        groups: dict[str, list[ArrivalOutcome]] = {}
-        for a in outcomes:
-            groups.setdefault(str(getattr(a, key)), []).append(a)
-        return {k: figures(v) for k, v in sorted(groups.items())}
-
     return {"simulation": sim.outcome.get("simulation"), "status": sim.status,
             "checks": sim.outcome.get("checks", []), "arrivals": len(outcomes),
             "events": sim.event_count, "events_hash": sim.events_hash,
-            "by_agent": by("agent"), "by_family": by("family")}
+            "by_agent": figures_by(outcomes, "agent"),
+            "by_family": figures_by(outcomes, "family")}
 
 
 class Scenario:
@@ -382,7 +380,7 @@ async def _resume_state(store: Any, run_id: str, episode_id: str, policies: dict
                         sim_id: str) -> Any:
     """What the store holds of an interrupted simulation; partial arrival records removed."""
     from ..sim.simkernel import Resume
-    from ..store import Reader, hash_line
+    from ..store import Reader, events_hash
 
     await store.flush()
     with Reader(store) as r:
@@ -397,10 +395,8 @@ async def _resume_state(store: Any, run_id: str, episode_id: str, policies: dict
             raise RunConfigError(f"resume: run {run_id!r} was simulation "
                                  f"{recorded[1].get('simulation')!r} with agents "
                                  f"{recorded[1].get('policies')}; resume it with the same")
-        h, rows = hashlib.sha256(), 0
-        for e in r.events(episode_id):  # (streamed: a long simulation's log is long)
-            h.update(hash_line(e.seq, e.sim_time, e.actor, e.kind, e.payload_text()))
-            rows += 1
+        rows = r.event_count(episode_id)
+        digest = events_hash(r.events(episode_id)) if rows else ""  # (streamed)
         done = {e.episode_id for e in r.episodes(run_id, status="completed")} | {
             e.episode_id for e in r.episodes(run_id, status="failed")}
         partial = [e.episode_id for e in r.episodes(run_id, status="running")
@@ -410,7 +406,7 @@ async def _resume_state(store: Any, run_id: str, episode_id: str, policies: dict
     for eid in partial:  # cut mid-record: recorded again, whole
         for table in ("events", "check_results", "grades", "projection", "episodes"):
             await store.execute(f"DELETE FROM {table} WHERE episode_id=?", (eid,))
-    return Resume(rows, h.hexdigest() if rows else "", done)
+    return Resume(rows, digest, done)
 
 
 async def asimulate(config: SimulationConfig, *, interrupt: Interrupt | None = None,
@@ -426,7 +422,7 @@ async def asimulate(config: SimulationConfig, *, interrupt: Interrupt | None = N
     it runs."""
     import anyio
 
-    from ..agents.factory import AgentSpec, agent_factory, parse_agent, scripted_cast
+    from ..agents.factory import AgentSpec, agent_factory, parse_agent
     from ..agents.remote import RemoteAgentProxy, RemotePool
     from ..agents.scripted import ScriptedPerson
     from ..bus import BusError
@@ -437,7 +433,6 @@ async def asimulate(config: SimulationConfig, *, interrupt: Interrupt | None = N
 
     p = _prepare(config)
     loaded, sim = p.loaded, p.loaded.sim
-    del scripted_cast
     specs: dict[str, AgentSpec] = {sid: parse_agent(pol) for sid, pol in p.policies.items()}
     remote = {sid for sid, sp in specs.items() if sp.kind == "remote"}
     try:

@@ -39,7 +39,7 @@ import anyio
 import anyio.lowlevel
 
 from ..bus import Bus, Envelope
-from ..store import EventRecord, EventStore, hash_line
+from ..store import EventRecord, EventStore, events_hash
 from ..store._records import encode_payload
 from ..workspace import REGISTRY, WorkspaceSeed, WorkspaceState, apply_event, replay_events
 from ..workspace.models import Person, ws_event
@@ -560,10 +560,6 @@ class SimulationKernel(EpisodeKernel):
             await hook()
 
     # grading -----------------------------------------------------------------------------
-    def view(self, live: Live) -> list[tuple[Any, ...]]:
-        """The arrival's events as an episode of its own (see :func:`arrival_view`)."""
-        return arrival_view(self, live)
-
     @staticmethod
     def _reached(task: Task, state: WorkspaceState, events: list[EventRecord],
                  person: str) -> bool:
@@ -578,7 +574,7 @@ class SimulationKernel(EpisodeKernel):
         live.closed = True
         a, task = live.arrival, live.task
         termination = live.end or "sim_end"
-        rows = self.view(live)
+        rows = arrival_view(self, live)
         rows.append((rows[0][0], len(rows), round(self.clock.now - a.at, 6), 0.0, "kernel",
                      "episode.end", encode_payload({"termination": termination,
                                                     "turns": live.turns})))
@@ -595,10 +591,7 @@ class SimulationKernel(EpisodeKernel):
                 failure = ("grading", f"{type(exc).__name__}: {exc}")
         answered = bool(g and g.passed) or (g is not None and self._reached(
             task, state, events, task.user.person))
-        h = hashlib.sha256()
-        for r in rows:
-            h.update(hash_line(r[1], r[2], r[4], r[5], r[6]))
-        digest = h.hexdigest()
+        digest = events_hash(events)
         status = "failed" if failure else "completed"
         response = self.cal.working_seconds(a.at, self.clock.now) / 3600
         outcome = ArrivalOutcome(

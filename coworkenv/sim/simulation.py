@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from ..workspace import REGISTRY
 from .errors import TaskFileError
 from .loader import InputLimits, _check_shape, _describe, _merge_company, _read_bounded, load_tasks
-from .task import OutOfOffice, Response, SafetyRule, Task
+from .task import OutOfOffice, Response, SafetyRule, Task, clock_minutes
 
 POLICIES = "oracle | noop | openai:MODEL | teacher:openai:MODEL | remote | remote:GROUP"
 SIM_RULE = "sim."
@@ -448,8 +448,6 @@ def instantiate(template: Task, arrival: Arrival, cal: Calendar, company_ids: se
 
 
 def _template_minutes(at: str, template: Task) -> float:
-    from .task import clock_minutes
-
     return clock_minutes(at, template.start)
 
 
@@ -541,7 +539,6 @@ def check_simulation(sim: Simulation, path: Path) -> Loaded:
     templates = {t.id: t for t in load_tasks(sources)}
     cal = Calendar(sim.clock.start, sim.clock.days, sim.clock.hours)
     seats = {s.id for s in sim.roster}
-    seat_people = {s.person: s.id for s in sim.roster}
     roles = {s.role for s in sim.roster if s.role}
     queues = {q for s in sim.roster for q in s.queues}
 
@@ -557,10 +554,9 @@ def check_simulation(sim: Simulation, path: Path) -> Loaded:
 
     for i, s in enumerate(sim.roster):
         person(f"roster[{i}].person", s.person)
-        if list(seats).count(s.id) > 1 or [x.id for x in sim.roster].count(s.id) > 1:
+        if [x.id for x in sim.roster].count(s.id) > 1:
             problems.append(f"roster[{i}].id: duplicate agent {s.id!r}")
-        if list(seat_people).count(s.person) > 1 or \
-                [x.person for x in sim.roster].count(s.person) > 1:
+        if [x.person for x in sim.roster].count(s.person) > 1:
             problems.append(f"roster[{i}].person: {s.person!r} is already another agent")
         try:
             from ..agents.factory import parse_agent  # (agents sit above sim: names only)
@@ -643,6 +639,3 @@ def check_simulation(sim: Simulation, path: Path) -> Loaded:
 def simulation_schema() -> dict[str, Any]:
     return Simulation.model_json_schema(by_alias=True)
 
-
-def read_yaml(path: Path) -> Any:
-    return yaml.safe_load(path.read_text())
