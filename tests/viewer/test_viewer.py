@@ -9,6 +9,7 @@ import subprocess
 import sys
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -36,18 +37,27 @@ def launch(p: Any) -> Any:
         "--disable-component-update", "--disable-sync", "--no-first-run"])
 
 
+@contextmanager
+def serving(db: Path) -> Iterator[str]:
+    """`coworkenv view` of ``db`` on a free port, while the block runs: its base address."""
+    port = free_port()
+    proc = subprocess.Popen([*CLI, "view", "--db", str(db), "--port", str(port)], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for_port(proc, port, timeout=20)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=10)
+
+
 @pytest.fixture(scope="module")
 def viewer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
     db = tmp_path_factory.mktemp("view") / "demo.db"
     subprocess.run([*CLI, "demo", "--db", str(db), "--faults", "0.25"], cwd=ROOT, check=True,
                    capture_output=True)
-    port = free_port()
-    proc = subprocess.Popen([*CLI, "view", "--db", str(db), "--port", str(port)], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    wait_for_port(proc, port, timeout=20)
-    yield f"http://127.0.0.1:{port}", db
-    proc.terminate()
-    proc.wait(10)
+    with serving(db) as base:
+        yield base, db
 
 
 def get(base: str, path: str) -> object:
@@ -171,18 +181,12 @@ def test_episode_content_never_runs_as_script(tmp_path: Path) -> None:
     db = tmp_path / "x.db"
     subprocess.run([*CLI, "run", "--tasks", str(f), "--db", str(db), "--quiet"], cwd=ROOT,
                    check=True, capture_output=True)
-    port = free_port()
-    proc = subprocess.Popen([*CLI, "view", "--db", str(db), "--port", str(port)], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        wait_for_port(proc, port, timeout=20)
+    with serving(db) as base:
         head = urllib.request.urlopen(base + "/", timeout=5)
         csp = head.headers["Content-Security-Policy"]
         assert "script-src 'sha256-" in csp and "unsafe-inline" not in csp.split("style-src")[0]
         with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
-                "--no-sandbox", "--disable-gpu", "--no-first-run"])
+            browser = launch(p)
             page = browser.new_page()
             page.goto(base + "/")
             page.wait_for_selector("#episodes tr")
@@ -198,8 +202,6 @@ def test_episode_content_never_runs_as_script(tmp_path: Path) -> None:
             rule = page.inner_text("#grade tr.rule")
             assert "VIOLATED" in rule and "onerror" in rule
             browser.close()
-    finally:
-        proc.terminate()
 
 
 SIMS = ROOT / "examples" / "simulations"
@@ -211,13 +213,8 @@ def simulation_viewer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tupl
     for sim, run in (("week.yaml", "week"), ("handoff.yaml", "handoff")):
         subprocess.run([*CLI, "simulate", str(SIMS / sim), "--db", str(db), "--run-id", run,
                         "--json"], cwd=ROOT, check=True, capture_output=True)
-    port = free_port()
-    proc = subprocess.Popen([*CLI, "view", "--db", str(db), "--port", str(port)], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    wait_for_port(proc, port, timeout=20)
-    yield f"http://127.0.0.1:{port}", db
-    proc.terminate()
-    proc.wait(10)
+    with serving(db) as base:
+        yield base, db
 
 
 def test_simulation_api(simulation_viewer: tuple[str, Path]) -> None:
