@@ -346,6 +346,8 @@ def evaluate_check(chk: Check, state: WorkspaceState, events: list[EventRecord],
             return res(False, f"email {stale[0][0].id} to {chk.to} says {stale[0][1]!r}",
                        _ws_seqs(events, "email", stale[0][0].id))
         for m in scope:
+            if chk.group_itself and group is not None and group.id not in m.groups:
+                continue  # to a member, not to the group's address
             if (chk.subject_contains is None
                     or chk.subject_contains.lower() in m.subject.lower()) \
                     and _contains_all(m.body, chk.body_contains) \

@@ -15,7 +15,8 @@ from typing import Any
 from ..store import EventRecord
 from ..workspace import WorkspaceState
 from ..workspace.models import follow
-from .task import Lookup, Selector, Task, TextMatch
+from ..workspace.text import as_number
+from .task import Lookup, Selector, Task, TextMatch, is_text_matcher
 
 
 @dataclass(slots=True)
@@ -37,6 +38,15 @@ class Occurrence:
     """Documents it carried: attached, shared, edited."""
     timeline: str | None = None
     effects: list[EventRecord] = field(default_factory=list)
+    groups: set[str] = field(default_factory=set)
+    """Groups it was addressed to by the group's own address (mail)."""
+
+
+def _groups(state: WorkspaceState, refs: Any) -> set[str]:
+    """The groups among some references (by id or address)."""
+    found = (state.group_by_ref(str(r)) for r in (refs if isinstance(refs, list) else [refs])
+             if r)
+    return {g.id for g in found if g is not None}
 
 
 def _parties(state: WorkspaceState, refs: Any) -> set[str]:
@@ -124,6 +134,7 @@ def _reach(occ: Occurrence, state: WorkspaceState, me: str) -> None:
         data = ws.payload.get("data") or {}
         if ws.kind == "ws.email.sent":
             occ.to |= set(data.get("to", [])) | set(data.get("cc", []))
+            occ.groups |= set(data.get("groups", []))
             texts.append(f"{data.get('subject', '')}\n{data.get('body', '')}")
             occ.docs += list(data.get("attachments", []))
         elif ws.kind == "ws.chat.posted":
@@ -135,8 +146,20 @@ def _reach(occ: Occurrence, state: WorkspaceState, me: str) -> None:
             texts.append(str(a.get("text", "")))
         elif ws.kind.startswith("ws.tickets.") and occ.tool in ("tickets_create",
                                                                 "tickets_update"):
+            # every field of a ticket is read by its reporter and its assignee
+            occ.to |= {str(x) for x in (data.get("reporter"), data.get("assignee")) if x} - {me}
             texts += [str(a.get("title") or ""), str(a.get("description") or ""),
                       *(str(v) for v in (a.get("fields") or {}).values())]
+        elif ws.kind.startswith("ws.calendar.") and occ.tool in ("calendar_create_event",
+                                                                 "calendar_update_event"):
+            # an invitation's title, place and description reach every attendee
+            occ.to |= set(data.get("attendees") or {}) - {me}
+            texts += [str(a.get(k) or "") for k in ("title", "location", "description")]
+        elif ws.kind.startswith("ws.channel.") and occ.tool == "chat_invite":
+            # who joins a channel reads what it says
+            occ.to |= _parties(state, a.get("person")) - {me}
+            texts += [m.text for m in state.chat.values()
+                      if m.channel == data.get("id") and m.sender == me]
         elif ws.kind.startswith("ws.docs."):
             if occ.tool == "docs_share" and a.get("permission") == "none":
                 continue  # taking access away reaches no one
@@ -150,6 +173,7 @@ def _reach(occ: Occurrence, state: WorkspaceState, me: str) -> None:
         t = occ.tool
         if t in ("email_send", "email_forward"):
             occ.to = _parties(state, a.get("to") or []) | _parties(state, a.get("cc") or [])
+            occ.groups = _groups(state, a.get("to") or []) | _groups(state, a.get("cc") or [])
             texts.append(f"{a.get('subject', '')}\n{a.get('body', '')}")
             occ.docs += [str(d) for d in a.get("attachments") or []]
             if t == "email_forward":
@@ -178,26 +202,51 @@ def _reach(occ: Occurrence, state: WorkspaceState, me: str) -> None:
         elif t == "tickets_comment":
             texts.append(str(a.get("text", "")))
         elif t in ("tickets_create", "tickets_update"):
+            ticket = state.tickets.get(str(a.get("ticket_id")))
+            if ticket is not None:
+                occ.to = {x for x in (ticket.reporter, ticket.assignee) if x} - {me}
+            occ.to |= _parties(state, a.get("assignee")) - {me}
             texts += [str(a.get("title") or ""), str(a.get("description") or ""),
                       *(str(v) for v in (a.get("fields") or {}).values()
                         if isinstance(a.get("fields"), dict))]
+        elif t in ("calendar_create_event", "calendar_update_event"):
+            occ.to = (_parties(state, a.get("attendees") or [])
+                      | _parties(state, a.get("add_attendees") or [])) - {me}
+            texts += [str(a.get(k) or "") for k in ("title", "location", "description")]
+        elif t == "chat_invite":
+            occ.to = _parties(state, a.get("person")) - {me}
     occ.text = "\n".join(x for x in texts if x)
 
 
 def arg_matches(got: Any, want: Any, state: WorkspaceState, *,
-                texts: bool = True) -> bool:
+                texts: bool = True, group_itself: bool = False) -> bool:
     """An argument against a wanted value: people by identity (id, address in any case, a
     group's members), other text case-folded; a list argument matches when it holds it.
-    With ``texts``, a wanted mapping is a text matcher (else compared as it is)."""
+    With ``texts``, a wanted mapping is a text matcher (else compared as it is). With
+    ``group_itself``, a wanted group matches only the group (id or address), not a member."""
     if isinstance(want, dict) and texts:
-        return TextMatch.model_validate(want).matches(str(got if got is not None else ""))
+        if is_text_matcher(want):
+            return TextMatch.model_validate(want).matches(str(got if got is not None else ""))
+        # a mapping argument (a ticket's fields): each wanted key matches the argument's
+        return isinstance(got, dict) and all(
+            arg_matches(got.get(k), v, state, texts=texts, group_itself=group_itself)
+            for k, v in want.items())
     if isinstance(got, list):
-        return any(arg_matches(g, want, state, texts=texts) for g in got)
+        return any(arg_matches(g, want, state, texts=texts, group_itself=group_itself)
+                   for g in got)
     if got is None:
         return want is None
+    if isinstance(want, str) != isinstance(got, str) and not isinstance(got, bool) \
+            and not isinstance(want, bool) and isinstance(got, str | int | float) \
+            and isinstance(want, str | int | float):  # a figure written as text or as a number
+        g, w = (as_number(x) if isinstance(x, str) else float(x) for x in (got, want))
+        return g is not None and w is not None and abs(g - w) < 1e-9
     if isinstance(want, str) and isinstance(got, str):
         if got.casefold() == want.casefold():
             return True
+        if group_itself and (group := state.group_by_ref(want)) is not None:
+            mine = state.group_by_ref(got)
+            return mine is not None and mine.id == group.id
         return bool(state.parties(got) & state.parties(want)) and (
             state.people.get(want) is not None or state.person_by_email(want) is not None
             or state.group_by_ref(want) is not None)
@@ -208,6 +257,7 @@ def select(sel: Selector, occs: list[Occurrence], state: WorkspaceState) -> list
     """The occurrences a selector matches, in log order."""
     tools = {sel.tool} if isinstance(sel.tool, str) else set(sel.tool or [])
     target = _parties(state, sel.to) if sel.to else None
+    group = state.group_by_ref(sel.to) if sel.to and sel.group_itself else None
     if isinstance(occs, Occurrences):  # only what can match
         if sel.timeline is not None:
             return list(occs.by_timeline.get(sel.timeline, []))
@@ -227,9 +277,12 @@ def select(sel: Selector, occs: list[Occurrence], state: WorkspaceState) -> list
             continue
         if target is not None and not (o.to & target):
             continue
+        if group is not None and group.id not in o.groups:
+            continue
         if sel.text is not None and not sel.text.matches(o.text):
             continue
-        if sel.args and not all(arg_matches(o.args.get(k), v, state)
+        if sel.args and not all(arg_matches(o.args.get(k), v, state,
+                                            group_itself=sel.group_itself)
                                 for k, v in sel.args.items()):
             continue
         if not tools and not sel.args and o.kind == "tool" and not (o.text or o.to):

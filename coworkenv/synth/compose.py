@@ -1010,10 +1010,11 @@ class Composer:
         steps.append({"kind": "tool", "tool": "email_forward", "args": {
             "email_id": eid, "to": [to], "body": f"For payment: {vendor} invoice {code}."}})
         self.buckets["setup"] += steps
+        itself = {"group_itself": True} if to != pid else {}  # the mailbox, not a member
         self.checks += [
             {"id": self.cid("forwarded"), "kind": "event", "gate": True, "weight": 2,
-             "select": {"tool": "email_forward", "args": {"email_id": eid}, "to": to}},
-            {"id": self.cid("invoice-reached"), "kind": "email_sent", "to": to,
+             "select": {"tool": "email_forward", "args": {"email_id": eid}, "to": to, **itself}},
+            {"id": self.cid("invoice-reached"), "kind": "email_sent", "to": to, **itself,
              "sender": self.agent, "body": {"contains": [code], "must_not_contain": [other]}}]
         self.goals.append(self.rng.choice([
             f"{vendor} sent me an invoice that should go to {where}: forward it.",

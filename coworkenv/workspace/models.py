@@ -114,6 +114,9 @@ class Group(Entity):
 FieldType = Literal["text", "number", "bool", "date"]
 
 
+TicketStatus = Literal["open", "in_progress", "blocked", "resolved", "closed"]
+
+
 class TicketQueue(Entity):
     """Where tickets are routed: the queue's custom fields and its status workflow."""
 
@@ -121,8 +124,9 @@ class TicketQueue(Entity):
     fields: dict[str, FieldType] = Field(default_factory=dict, description="Custom field types")
     required: list[str] = Field(default_factory=list, description="Fields a ticket in this "
                                 "queue must have before it is resolved or closed")
-    transitions: dict[str, list[str]] | None = Field(default=None, description="Allowed status "
-                                                     "changes (default: the standard workflow)")
+    transitions: dict[TicketStatus, list[TicketStatus]] | None = Field(
+        default=None, description="Allowed status changes between the statuses a ticket can "
+        "take (open, in_progress, blocked, resolved, closed); default: the standard workflow")
     members: list[str] = Field(default_factory=list, description="Who works the queue")
 
 
@@ -131,7 +135,7 @@ class Ticket(Entity):
     description: str = ""
     reporter: str
     assignee: str | None = None
-    status: Literal["open", "in_progress", "blocked", "resolved", "closed"] = "open"
+    status: TicketStatus = "open"
     priority: Literal["low", "medium", "high", "urgent"] = "medium"
     comments: list[Comment] = Field(default_factory=list)
     updated_at: str = ""
