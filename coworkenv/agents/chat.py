@@ -121,6 +121,30 @@ def render_action(kind: str, payload: Mapping[str, Any], call_id: str) -> dict[s
                                                            sort_keys=True)}}]}
 
 
+def _response_message(call: Mapping[str, Any]) -> Mapping[str, Any]:
+    choices = call["response"].get("choices") or [{"message": {}}]
+    message: Mapping[str, Any] = choices[0]["message"]
+    return message
+
+
+def request_messages(calls: list[Mapping[str, Any]]) -> list[list[dict[str, Any]]]:
+    """The messages of each recorded model call (``agent.model_call`` payloads, in order),
+    exactly as sent: each record holds what it added since the previous one, and names the
+    previous response's assistant turn instead of storing it again."""
+    out: list[list[dict[str, Any]]] = []
+    convo: list[dict[str, Any]] = []
+    for i, c in enumerate(calls):
+        new = []
+        for msg in c["request"]["new_messages"]:
+            if msg.get("from_response") and i > 0:
+                # the turn as sent back: the response's, with the ids the agent gave its calls
+                msg = assistant_message(_response_message(calls[i - 1]))
+            new.append(msg)
+        convo = convo[: c["request"]["offset"]] + new
+        out.append(convo)
+    return out
+
+
 def agent_view(events: Iterable[Any]) -> list[dict[str, Any]]:
     """The conversation the agent had, rebuilt from an episode's events.
 
@@ -131,11 +155,8 @@ def agent_view(events: Iterable[Any]) -> list[dict[str, Any]]:
     events = list(events)
     calls = [e.payload for e in events if e.kind == "agent.model_call"]
     if calls:
-        out: list[dict[str, Any]] = []
-        for c in calls:
-            out = out[: c["request"]["offset"]] + list(c["request"]["new_messages"])
-        last = calls[-1]["response"]["choices"][0]["message"]
-        out.append(assistant_message(last))
+        out = request_messages(calls)[-1]
+        out.append(assistant_message(_response_message(calls[-1])))
         return out
     messages: list[dict[str, Any]] = []
     n = 0

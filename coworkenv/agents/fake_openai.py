@@ -29,6 +29,8 @@ class Reply:
     raw: bytes | None = None
     """Send exactly these bytes as the body of an HTTP 200 (a broken server: not JSON,
     not UTF-8)."""
+    call_id: str | None = None
+    """Give every tool call this id (a server that repeats ids)."""
 
 
 def tool(name: str, **args: Any) -> Reply:
@@ -121,7 +123,8 @@ def _completion(request: dict[str, Any], r: Reply) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": r.content}
     if r.tool_calls:
         message["tool_calls"] = [
-            {"id": f"call_{i}_{int(time.time() * 1e6) % 10**9}", "type": "function",
+            {"id": r.call_id if r.call_id is not None else
+             f"call_{i}_{int(time.time() * 1e6) % 10**9}", "type": "function",
              "function": {"name": name, "arguments": args}}
             for i, (name, args) in enumerate(r.tool_calls)]
     return {"id": "chatcmpl-scripted", "object": "chat.completion", "created": int(time.time()),

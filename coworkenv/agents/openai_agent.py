@@ -148,6 +148,24 @@ def _describe_bad_body(exc: Exception) -> str:
     return f"{type(exc).__name__}: {str(exc)[:2000]!r}"
 
 
+_FROM_RESPONSE = {"role": "assistant", "from_response": True}
+"""In a call record, the previous response's assistant turn (stored once, in that response)."""
+
+
+def _unique_call_ids(calls: list[Any]) -> int:
+    """Give each tool call of one reply an id of its own (a server that repeats ids, or sends
+    none, would have one result answer several calls, and the others arrive after the next
+    turn, which strict servers refuse). Returns how many were renamed."""
+    seen: set[str] = set()
+    renamed = 0
+    for i, tc in enumerate(calls):
+        if not tc.id or tc.id in seen:
+            tc.id = f"{tc.id or 'call'}-{i}"
+            renamed += 1
+        seen.add(tc.id)
+    return renamed
+
+
 @dataclass
 class OpenAIAgent(Actor):
     endpoint: Endpoint
@@ -159,6 +177,9 @@ class OpenAIAgent(Actor):
     sent: int = 0
     """How many messages earlier model calls already carried (for compact call records)."""
     model_seconds: float = 0.0
+    replied: int = -1
+    """Where the last response's assistant turn stands in ``messages``, as sent back (the
+    call record then names it instead of storing a large reply twice)."""
     tools: list[dict[str, Any]] = field(default_factory=agent_tools)
     user: str = ""
 
@@ -202,8 +223,15 @@ class OpenAIAgent(Actor):
                                          f"{_describe_bad_body(exc)[:300]}") from None
                 await anyio.sleep(min(self.endpoint.backoff * 2 ** attempt, 8.0))
         self.model_seconds += seconds
+        renamed = _unique_call_ids(resp.choices[0].message.tool_calls or []) \
+            if resp.choices else 0
+        if renamed:  # (recorded as the agent uses them; the error says so)
+            self._error(ctx, "duplicate_call_ids", f"{renamed} tool call(s) renamed so that "
+                        "each result answers its own call")
         ctx.record("agent.model_call", {
-            "request": {"offset": self.sent, "new_messages": self.messages[self.sent:],
+            "request": {"offset": self.sent, "new_messages": [
+                {**_FROM_RESPONSE} if i == self.replied else msg
+                for i, msg in enumerate(self.messages[self.sent:], self.sent)],
                         "model": request["model"], "temperature": request["temperature"],
                         "seed": request["seed"],
                         "max_tokens": request["max_tokens"], "tool_choice": "auto",
@@ -212,6 +240,7 @@ class OpenAIAgent(Actor):
             "latency_s": round(seconds, 4),
             "usage": resp.usage.model_dump() if resp.usage else None})
         self.sent = len(self.messages)
+        self.replied = -1
         return resp
 
     def _error(self, ctx: ActorContext, kind: str, detail: str) -> None:
@@ -227,8 +256,8 @@ class OpenAIAgent(Actor):
                 continue
             choice = resp.choices[0]
             m = choice.message
-            reply = assistant_message(m.model_dump(mode="json", exclude_none=True))
             calls = m.tool_calls or []
+            reply = assistant_message(m.model_dump(mode="json", exclude_none=True))
             bad = bad_characters(m.content or "", *(tc.function.arguments or ""
                                                     for tc in calls))
             if bad:  # lone surrogates or control characters: nothing is done with them
@@ -244,7 +273,7 @@ class OpenAIAgent(Actor):
                                           f"contained {bad}. Send it again without them."})
                 continue
             if choice.finish_reason == "length":
-                self.messages.append(reply)
+                self._reply(reply)
                 for tc in calls:
                     self.messages.append(self._tool_error(tc.id, "cut_off", "Your reply was cut "
                                                           "off (too long); nothing was done."))
@@ -256,16 +285,16 @@ class OpenAIAgent(Actor):
             if not calls:
                 text = (m.content or "").strip()
                 if not text:
-                    self.messages.append(reply)
+                    self._reply(reply)
                     self.messages.append({"role": "user", "content": "[error] Your reply was "
                                           "empty. Call one of the functions."})
                     self._error(ctx, "empty_reply", "no content and no tool calls")
                     continue
                 # plain text is a message to the person who gave the task
-                self.messages.append(reply)
+                self._reply(reply)
                 ctx.say(self.user, text, as_text=True)
                 return
-            self.messages.append(reply)
+            self._reply(reply)
             acted = False
             for tc in calls:
                 acted |= self._act(tc, ctx)
@@ -273,6 +302,11 @@ class OpenAIAgent(Actor):
                 return
         self._error(ctx, "gave_up", f"{self.max_errors + 1} malformed replies in a row")
         ctx.finish(f"gave up after {self.max_errors + 1} malformed replies")
+
+    def _reply(self, reply: dict[str, Any]) -> None:
+        """Send the model's own turn back (as the last response holds it)."""
+        self.replied = len(self.messages)
+        self.messages.append(reply)
 
     def _offered(self) -> set[str]:
         return {t["function"]["name"] for t in self.tools}

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from coworkenv.agents import Endpoint, OpenAIAgent, agent_view
+from coworkenv.agents.chat import request_messages
 from coworkenv.agents.fake_openai import Reply, ScriptedOpenAIServer, tool
 from coworkenv.sim import builtin_tasks
 from coworkenv.store import Reader
@@ -47,9 +48,7 @@ def test_a_model_solves_a_task_and_every_call_is_recorded(tmp_path: Path) -> Non
         calls = [e.payload for e in evs if e.kind == "agent.model_call"]
         assert len(calls) == len(srv.requests) == 5
         # the recorded requests are exactly what the server received
-        convo: list[dict] = []  # type: ignore[type-arg]
-        for rec, sent in zip(calls, srv.requests, strict=True):
-            convo = convo[: rec["request"]["offset"]] + rec["request"]["new_messages"]
+        for rec, convo, sent in zip(calls, request_messages(calls), srv.requests, strict=True):
             assert convo == sent["messages"]
             assert rec["response"]["choices"][0]["message"]
             assert rec["usage"]["total_tokens"] == 110
@@ -107,6 +106,50 @@ def test_unreadable_replies_are_recorded_and_retried(tmp_path: Path, raw: bytes)
         errs = [e.payload for e in evs if e.kind == "agent.error"]
         assert [e["error"] for e in errs] == ["invalid_response"]
         assert "not UTF-8" in errs[0]["detail"] or "not JSON" in errs[0]["detail"]
+
+
+def test_a_large_reply_is_stored_once_in_the_call_records(tmp_path: Path) -> None:
+    """A 200 KB reply used to be stored in its response and again in the next request's new
+    messages; the next record now names it, and the conversation is rebuilt exactly."""
+    big = "word " * 40_000
+    with ScriptedOpenAIServer([SOLVE_LAPTOP[0], Reply(content=big), *SOLVE_LAPTOP[1:]]) as srv:
+        _, make = agent_with(srv.base_url)
+        (res,) = run_sync([task()], tmp_path / "b.db", agent=make)
+        evs = events(tmp_path / "b.db", res.episode_id)
+        calls = [e.payload for e in evs if e.kind == "agent.model_call"]
+        assert [c == s["messages"] for c, s in zip(request_messages(calls), srv.requests,
+                                                   strict=True)] == [True] * len(calls)
+        stored = sum(str(c).count(big) for c in calls)
+        assert stored == 1, stored
+        assert agent_view(evs)[:-1] == srv.requests[-1]["messages"]
+
+
+def test_tool_calls_sharing_one_id_each_get_their_result(tmp_path: Path) -> None:
+    """30 calls with one id: each gets an id of its own and its own result, and every result
+    comes before the next assistant turn (what strict servers require)."""
+    reads = Reply(tool_calls=[("tickets_search", '{"status": "open"}')] * 30,
+                  finish_reason="tool_calls", call_id="call_0")
+    with ScriptedOpenAIServer([reads, *SOLVE_LAPTOP[1:]]) as srv:
+        _, make = agent_with(srv.base_url)
+        (res,) = run_sync([task()], tmp_path / "d.db", agent=make)
+        assert res.status == "completed" and res.completion == 1.0
+        convo = srv.requests[1]["messages"]
+        turn = next(i for i, m in enumerate(convo) if m.get("tool_calls"))
+        ids = [tc["id"] for tc in convo[turn]["tool_calls"]]
+        assert len(set(ids)) == 30
+        answers = [m["tool_call_id"] for m in convo[turn + 1:turn + 31]]
+        assert sorted(answers) == sorted(ids) and len(convo) == turn + 31
+        for later in srv.requests[1:]:  # every assistant turn's calls answered before the next
+            pending: set[str] = set()
+            for m in later["messages"]:
+                if m["role"] == "assistant":
+                    assert not pending, pending
+                    pending = {tc["id"] for tc in m.get("tool_calls") or []}
+                elif m["role"] == "tool":
+                    pending.discard(m["tool_call_id"])
+        evs = events(tmp_path / "d.db", res.episode_id)
+        assert [e.payload["error"] for e in evs if e.kind == "agent.error"] == [
+            "duplicate_call_ids"]
 
 
 def test_unreadable_replies_that_never_stop_fail_the_agent_only(tmp_path: Path) -> None:
