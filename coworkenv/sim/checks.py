@@ -41,6 +41,7 @@ from .task import (
     NeverCheck,
     NoToolCheck,
     OrderCheck,
+    Selector,
     SqlCheck,
     StateCheck,
     Task,
@@ -311,9 +312,15 @@ def _selector_check(chk: OrderCheck | NeverCheck | EventCheck, task: Task,
                    [first[0].seq, then[0].seq])
     found = select(chk.select, occs, state)
     if isinstance(chk, NeverCheck):
-        if chk.window is not None:
-            lo, hi = chk.window
-            found = [o for o in found if lo * 60 <= o.time <= hi * 60]
+        start = 0.0
+        if chk.after is not None:
+            when = select(Selector(timeline=chk.after), occs, state)
+            if not when:
+                return res(True, f"timeline event {chk.after!r} never happened", [])
+            start = when[0].time
+        lo, hi = chk.window if chk.window is not None else (0.0, float("inf"))
+        if chk.window is not None or chk.after is not None:
+            found = [o for o in found if start + lo * 60 <= o.time <= start + hi * 60]
         return res(not found, f"happened at seq {[o.seq for o in found]}" if found
                    else "never happened", [o.seq for o in found])
     return res(len(found) >= chk.min_count, f"{len(found)} match(es) (at least "

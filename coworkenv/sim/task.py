@@ -446,7 +446,10 @@ class NeverCheck(CheckBase):
     kind: Literal["never"] = "never"
     select: Selector
     window: tuple[float, float] | None = Field(default=None, description="[from, to] simulated "
-                                               "minutes after the start")
+                                               "minutes after the start (or after `after`)")
+    after: str | None = Field(default=None, description="A timeline event's id: the window "
+                              "counts from when it happened (without `window`: from then to "
+                              "the end); nothing is counted if it never happened")
 
 
 class EventCheck(CheckBase):
@@ -709,6 +712,9 @@ class Task(Model):
                 names = [sel.tool] if isinstance(sel.tool, str) else sel.tool or []
                 problems += [f"{where}.tool: unknown tool {t!r}" for t in names
                              if t not in REGISTRY]
+            if isinstance(chk, NeverCheck) and chk.after is not None \
+                    and chk.after not in timeline_ids:
+                problems.append(f"checks[{i}].after: no timeline event {chk.after!r}")
             if isinstance(chk, AppCheck):
                 problems += _app_kind(f"checks[{i}]", "check", chk.app, chk.check, chk.params,
                                       mine)

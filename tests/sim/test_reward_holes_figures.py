@@ -185,3 +185,33 @@ def test_a_queue_workflow_with_a_status_tickets_cannot_take_is_refused_at_load()
     queue = {"id": "q-x", "name": "X", "transitions": {"open": ["triaged"]}}
     with pytest.raises((TaskFileError, ValueError), match="transitions"):
         make(seed={"queues": [queue]})
+
+
+def test_a_never_window_counts_from_a_timeline_event(tmp_path: Path) -> None:
+    """`after: EVENT`: "no reply to Pat within 30 minutes of the recall notice", wherever the
+    notice falls, instead of minutes since the start."""
+    notice = {"id": "recall", "at_minutes": 60, "actor": "leo",
+              "action": {"kind": "message", "to": "assistant", "text": "Recall notice is out."}}
+    check = {"id": "quiet", "kind": "never", "after": "recall", "window": [0, 30],
+             "select": {"tool": "email_send", "to": "pat"}}
+    task = make(timeline=[notice], checks=[check])
+    mail = {"kind": "tool", "tool": "email_send", "args": {"to": ["pat"], "subject": "s",
+                                                           "body": "hello"}}
+    early = run(task, tmp_path / "a", [mail, END])  # before the notice: outside the window
+    assert early.grade is not None and early.grade.checks[0].passed, early.grade.checks
+    soon = run(task, tmp_path / "b", [{"kind": "wait", "message_from": "leo"}, mail, END])
+    assert soon.grade is not None and not soon.grade.checks[0].passed
+    from coworkenv.sim import TaskFileError
+    with pytest.raises((TaskFileError, ValueError), match=r"checks\[0\]\.after: no timeline"):
+        make(checks=[{**check, "after": "nope"}])
+
+
+def test_a_document_is_shared_with_a_group(tmp_path: Path) -> None:
+    doc = {"id": "d-plan", "title": "Plan", "owner": "assistant", "content": "Q3 plan"}
+    share = {"kind": "tool", "tool": "docs_share", "args": {
+        "doc_id": "d-plan", "person": "finance@acme.test", "permission": "view"}}
+    checks = [{"id": "shared", "kind": "doc", "doc": "d-plan",
+               "shared_with": {"leo": "view", "omar": "view"}}]
+    task = make(seed={"groups": [BOX], "docs": [doc]}, checks=checks)
+    res = run(task, tmp_path, [share, END])
+    assert res.completion == 1.0, res.grade.checks if res.grade else res.failure

@@ -113,33 +113,54 @@ def docs_comment(ctx: ToolContext, a: CommentArgs) -> dict[str, Any]:
 
 class ShareArgs(ToolArgs):
     doc_id: str
-    person: str = Field(description="Person id or email address")
+    person: str = Field(description="Person id or email address, or a group's address (every "
+                        "member of it)")
     permission: Literal["view", "edit", "none"] = Field(description="none removes access")
 
 
 @tool("docs_share", "docs", ShareArgs, writes=True)
 def docs_share(ctx: ToolContext, a: ShareArgs) -> dict[str, Any]:
-    """Share a document you may edit with a person (view or edit), or remove access."""
+    """Share a document you may edit with a person or a group (view or edit), or remove
+    access."""
     d = _doc(ctx, a.doc_id, "edit")
-    p = ctx.person(a.person, "person")
-    if p.id == d.owner:
-        raise ToolError("conflict", "the owner always has access", "person")
-    if p.external and d.confidentiality in ("confidential", "restricted"):
+    group = None if (ctx.state.people.get(a.person) or ctx.state.person_by_email(a.person)) \
+        else ctx.state.group_by_ref(a.person)
+    people = [ctx.state.people[m] for m in group.members if m in ctx.state.people] \
+        if group is not None else [ctx.person(a.person, "person")]
+    if group is not None and not people:
+        raise ToolError("conflict", f"group {group.email} has no members", "person")
+    if any(p.external for p in people) and d.confidentiality in ("confidential", "restricted"):
         raise ToolError("forbidden", f"{d.confidentiality} documents cannot be shared outside the "
                         "company", "person")
     if d.confidentiality == "restricted" and ctx.actor != d.owner:
         raise ToolError("forbidden", "only the owner can share a restricted document", "doc_id")
     perms = dict(d.permissions)
-    if a.permission == "none":
-        if perms.pop(p.id, None) is None:
-            raise ToolError("conflict", f"{p.name} has no access to remove", "person")
-    else:
-        perms[p.id] = a.permission
+    changed = []
+    for p in people:
+        if p.id == d.owner:
+            if group is None:
+                raise ToolError("conflict", "the owner always has access", "person")
+            continue
+        if a.permission == "none":
+            if perms.pop(p.id, None) is None:
+                if group is None:
+                    raise ToolError("conflict", f"{p.name} has no access to remove", "person")
+                continue
+        else:
+            perms[p.id] = a.permission
+        changed.append(p)
+    if not changed:
+        raise ToolError("conflict", f"nothing to change for {group.email if group else a.person}",
+                        "person")
     ctx.emit("docs", "shared", d.model_copy(update={"permissions": perms}))
     if a.permission != "none":
-        ctx.notify(p.id, "doc_shared", doc_id=d.id, title=d.title, by=ctx.actor,
-                   permission=a.permission)
-    return {"doc_id": d.id, "permissions": perms}
+        for p in changed:
+            ctx.notify(p.id, "doc_shared", doc_id=d.id, title=d.title, by=ctx.actor,
+                       permission=a.permission)
+    out: dict[str, Any] = {"doc_id": d.id, "permissions": perms}
+    if group is not None:
+        out["group"] = group.id
+    return out
 
 
 class DocStatusArgs(ToolArgs):
