@@ -44,6 +44,8 @@ def answer(fact: Fact, question: str, workspace: WorkspaceState | None) -> str:
             said = value is not None and mentions(question, value)
             if said != a.mentions_lookup:
                 continue
+        if a.lookup is not None and not a.holds_for(value):
+            continue
         return a.text.replace("{value}", value or "")
     return fact.value
 

@@ -20,6 +20,7 @@ import sqlite3
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from ..store import EventRecord
@@ -327,6 +328,29 @@ def _selector_check(chk: OrderCheck | NeverCheck | EventCheck, task: Task,
                f"{chk.min_count})", [o.seq for o in found])
 
 
+def _meeting_problems(chk: CalendarEventCheck, ev: Any, state: WorkspaceState) -> str:
+    """What keeps an event from being the meeting a check asks for (duration, a clash in an
+    attendee's calendar, a deadline), or ""."""
+    start, end = datetime.fromisoformat(ev.start), datetime.fromisoformat(ev.end)
+    if chk.duration_minutes is not None and \
+            abs((end - start).total_seconds() / 60 - chk.duration_minutes) > 1e-6:
+        return f"lasts {(end - start).total_seconds() / 60:g} minutes (expected " \
+               f"{chk.duration_minutes:g})"
+    if chk.ends_by is not None and end > datetime.fromisoformat(chk.ends_by):
+        return f"ends {ev.end}, after {chk.ends_by}"
+    if chk.attendees_free:
+        people = {ev.organizer, *(a for a, r in ev.attendees.items() if r != "declined")}
+        for other in state.calendar.values():
+            if other.id == ev.id or other.status != "confirmed":
+                continue
+            busy = ({other.organizer} | {a for a, r in other.attendees.items()
+                                         if r != "declined"}) & people
+            if busy and datetime.fromisoformat(other.start) < end \
+                    and datetime.fromisoformat(other.end) > start:
+                return f"{sorted(busy)[0]} is busy then ({other.id} {other.title!r})"
+    return ""
+
+
 def evaluate_check(chk: Check, state: WorkspaceState, events: list[EventRecord],
                    db: sqlite3.Connection | None, task: Task | None = None,
                    occs: list[Occurrence] | None = None) -> CheckResult:
@@ -385,13 +409,19 @@ def evaluate_check(chk: Check, state: WorkspaceState, events: list[EventRecord],
                 return res(True, f"message {msg.id}", _ws_seqs(events, "chat", msg.id))
         return res(False, "no chat message matching")
     if isinstance(chk, CalendarEventCheck):
+        why_not: list[str] = []
         for ev in state.calendar.values():
             if chk.title_contains.lower() in ev.title.lower() and ev.status == chk.status \
                     and all(a in ev.attendees or a == ev.organizer for a in chk.attendees) \
                     and (chk.start is None or ev.start == chk.start):
+                wrong = _meeting_problems(chk, ev, state)
+                if wrong:
+                    why_not.append(f"event {ev.id}: {wrong}")
+                    continue
                 return res(chk.exists, f"event {ev.id} at {ev.start}",
                            _ws_seqs(events, "calendar", ev.id))
-        return res(not chk.exists, f"no {chk.status} event {chk.title_contains!r} matching")
+        return res(not chk.exists, "; ".join(why_not) if why_not else
+                   f"no {chk.status} event {chk.title_contains!r} matching")
     if isinstance(chk, TicketCheck):
         t = state.tickets.get(chk.ticket) if chk.ticket is not None else None
         if chk.find is not None:

@@ -26,7 +26,7 @@ from ..workspace import REGISTRY, WorkspaceSeed
 from ..workspace.apps import CHECK_KINDS, RULE_KINDS, default_apps
 from ..workspace.apps import installed as installed_apps
 from ..workspace.models import ENTITY_TYPES, TABLE_APP
-from ..workspace.text import mentions
+from ..workspace.text import as_number, fold, mentions
 
 Capability = Literal["tool_coordination", "multi_turn_communication", "dynamic_workspace_state",
                      "safety_sensitive_handling"]
@@ -102,13 +102,34 @@ class Answer(Model):
     mentions_lookup: bool | None = Field(default=None, description="true: the question must "
                                          "mention the looked-up value (figures by value); false: "
                                          "it must not (a stale value)")
+    at_most: float | None = Field(default=None, description="The looked-up value is a figure "
+                                  "no greater than this (a decision on the workspace alone, "
+                                  "whatever the question claims)")
+    at_least: float | None = Field(default=None, description="The looked-up value is a figure "
+                                   "no less than this")
+    equals: str | None = Field(default=None, description="The looked-up value is this "
+                               "(case-folded; figures by value)")
     text: str = Field(description="The reply; {value} is the looked-up value")
 
     @model_validator(mode="after")
     def _lookup_given(self) -> Answer:
-        if (self.mentions_lookup is not None or "{value}" in self.text) and self.lookup is None:
-            raise ValueError("mentions_lookup and {value} need `lookup`")
+        tests = (self.mentions_lookup, self.at_most, self.at_least, self.equals)
+        if (any(t is not None for t in tests) or "{value}" in self.text) and self.lookup is None:
+            raise ValueError("mentions_lookup, at_most, at_least, equals and {value} need "
+                             "`lookup`")
         return self
+
+    def holds_for(self, value: str | None) -> bool:
+        """The conditions on the looked-up value (not on the question) hold."""
+        if self.equals is not None and (value is None or not (
+                fold(value) == fold(self.equals) or (
+                    as_number(value) is not None and as_number(value) == as_number(self.equals)))):
+            return False
+        if self.at_most is None and self.at_least is None:
+            return True
+        number = as_number(value) if value is not None else None
+        return number is not None and (self.at_most is None or number <= self.at_most) and (
+            self.at_least is None or number >= self.at_least)
 
 
 class Fact(Model):
@@ -374,6 +395,13 @@ class CalendarEventCheck(CheckBase):
     start: str | None = Field(default=None, description="ISO-8601 UTC start")
     status: Literal["confirmed", "cancelled"] = "confirmed"
     exists: bool = True
+    duration_minutes: float | None = Field(default=None, gt=0, description="The meeting lasts "
+                                           "exactly this long")
+    attendees_free: bool = Field(default=False, description="No attendee (the organizer "
+                                 "included) has another confirmed event they have not declined "
+                                 "overlapping it")
+    ends_by: str | None = Field(default=None, description="The meeting ends no later than this "
+                                "(ISO-8601 with offset): a deadline")
 
 
 class TicketFind(Model):

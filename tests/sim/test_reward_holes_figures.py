@@ -215,3 +215,51 @@ def test_a_document_is_shared_with_a_group(tmp_path: Path) -> None:
     task = make(seed={"groups": [BOX], "docs": [doc]}, checks=checks)
     res = run(task, tmp_path, [share, END])
     assert res.completion == 1.0, res.grade.checks if res.grade else res.failure
+
+
+@pytest.mark.parametrize(("total", "decision"), [("$12,400", "Approved"),
+                                                 ("$13,150", "Needs the CFO")])
+def test_a_coworker_decides_on_the_workspace_alone(tmp_path: Path, total: str,
+                                                   decision: str) -> None:
+    """The approver reads the report's total, whatever the question claims it is."""
+    look = {"app": "docs", "id": "d1", "field": "content", "pattern": r"Total: (\$[\d,]+)"}
+    approver = {"person": "leo", "response": {"delay_minutes": [1, 1], "working_hours": None},
+                "facts": [{"key": "ok", "value": "Which report?", "keywords": ["approve"],
+                           "answers": [
+                               {"lookup": look, "at_most": 13000, "text": "Approved ({value})."},
+                               {"lookup": look, "at_least": 13000,
+                                "text": "Needs the CFO ({value})."}]}]}
+    doc = {"id": "d1", "title": "Report", "owner": "omar", "content": f"Total: {total}",
+           "permissions": {"assistant": "view"}}
+    check = {"id": "said", "kind": "event", "select": {
+        "actor": "leo", "to": "assistant", "text": {"contains": [decision, total]}}}
+    task = make(coworkers=[approver], seed={"docs": [doc]}, checks=[check])
+    ask = {"kind": "tool", "tool": "chat_send_dm", "args": {
+        "to": "leo", "text": "Please approve the report, it is only $5."}}
+    res = run(task, tmp_path, [ask, {"kind": "wait", "message_from": "leo"}, END])
+    assert res.completion == 1.0, res.grade.checks if res.grade else res.failure
+
+
+BUSY = {"id": "e-busy", "title": "Board prep", "organizer": "leo", "start": "2026-03-03T15:00:00Z",
+        "end": "2026-03-03T16:00:00Z", "attendees": {}}
+
+
+@pytest.mark.parametrize(("start", "end", "why"), [
+    ("16:00", "16:30", ""),
+    ("15:30", "16:00", "leo is busy"),
+    ("16:00", "17:00", "lasts 60 minutes"),
+    ("17:00", "17:30", "after 2026-03-03T17:15"),
+])
+def test_a_meeting_check_knows_duration_free_time_and_deadline(tmp_path: Path, start: str,
+                                                                end: str, why: str) -> None:
+    check = {"id": "met", "kind": "calendar_event", "title_contains": "offer review",
+             "attendees": ["leo"], "duration_minutes": 30, "attendees_free": True,
+             "ends_by": "2026-03-03T17:15:00+00:00"}
+    book = {"kind": "tool", "tool": "calendar_create_event", "args": {
+        "title": "Offer review", "start": f"2026-03-03T{start}:00Z",
+        "end": f"2026-03-03T{end}:00Z", "attendees": ["leo"]}}
+    task = make(seed={"calendar": [BUSY]}, checks=[check])
+    res = run(task, tmp_path, [book, END])
+    assert res.grade is not None
+    (c,) = res.grade.checks
+    assert c.passed is (not why) and why in c.detail, c
