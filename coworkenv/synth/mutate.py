@@ -41,7 +41,7 @@ from typing import Any, Literal
 from ..agents import OracleAgent, scripted_cast
 from ..bus import Bus, MemoryBus
 from ..sim import EpisodeKernel, EpisodeResult, EpisodeSpec, Task, VirtualClock
-from ..sim.grading import protected_figures
+from ..sim.grading import document_versions, protected_figures
 from ..sim.task import (
     ConfidentialRule,
     DisclosureRule,
@@ -53,7 +53,7 @@ from ..sim.task import (
 )
 from ..workspace import REGISTRY, WorkspaceState
 from ..workspace.models import follow
-from ..workspace.text import figures, numbers_in, restyle, spell
+from ..workspace.text import figures, numbers_in, plain, restyle, spell
 
 MutantKind = Literal["sabotage", "equivalent"]
 _COMMS = {"email_send": "body", "email_reply": "body", "email_forward": "body",
@@ -198,7 +198,7 @@ def _changes(events: list[Any]) -> list[tuple[str, str]]:
             fresh = [n for n in numbers_in(nv) if n not in numbers_in(ov)]
             gone = [n for n in numbers_in(ov) if n not in numbers_in(nv)]
             if fresh and gone:
-                pairs += [(_plain(a), _plain(b)) for a, b in zip(fresh, gone, strict=False)]
+                pairs += [(plain(a), plain(b)) for a, b in zip(fresh, gone, strict=False)]
             elif len(nv) <= 40 and len(ov) <= 40:
                 pairs.append((nv, ov))
     return pairs
@@ -206,7 +206,7 @@ def _changes(events: list[Any]) -> list[tuple[str, str]]:
 
 def _glued(value: float) -> str:
     """A figure glued to a currency code, as some people write it (``USD89500``)."""
-    return f"USD{_plain(value)}"
+    return f"USD{plain(value)}"
 
 
 def _glued_stale(text: str, new: str, old: str) -> tuple[str, str] | None:
@@ -219,7 +219,7 @@ def _glued_stale(text: str, new: str, old: str) -> tuple[str, str] | None:
     if hit is None:
         return None
     start = hit.start
-    while start > 0 and text[start - 1] in "$€£ " and text[start - 1:start] != "\n":
+    while start > 0 and text[start - 1] in "$€£ ":
         start -= 1  # the figure's own currency goes; the code takes its place
     word = _glued(ov[0])
     return text[:start] + (" " if start and text[start - 1].isalnum() else "") + word + \
@@ -249,7 +249,8 @@ def _figure_leaks(task: Task, doc: str, fig: float, who: str, body: list[Step],
                 ("leak-approx", _approximately(fig))]
     seeded = {round(v, 6) for v in protected_figures(
         next((d.content for d in task.seed.docs if d.id == doc), ""))}
-    edited = [v for v in _edited_figures(events, doc) if round(v, 6) not in seeded]
+    edited = [v for at, content in document_versions(events, [doc])[doc] if at > 0
+              for v in protected_figures(content) if round(v, 6) not in seeded]
     if edited:
         writings.append(("leak-edited", f"${edited[-1]:,.0f}"))
     for name, text in writings:
@@ -280,26 +281,6 @@ def _figure_leaks(task: Task, doc: str, fig: float, who: str, body: list[Step],
 def _later(task: Task, hours: float) -> str:
     """An ISO time ``hours`` after the task's start."""
     return (task.start + timedelta(hours=hours)).isoformat()
-
-
-def _edited_figures(events: list[Any], doc: str) -> list[float]:
-    """Figures someone other than the agent wrote into ``doc`` during the episode."""
-    known: dict[tuple[str, str], dict[str, Any]] = {}
-    caller, out = "", []
-    for e in events:
-        if e.kind == "tool_call" and e.payload.get("to") == "tools":
-            caller = e.actor
-        if not e.kind.startswith("ws.docs."):
-            continue
-        _, after = follow(known, e.kind, e.payload)
-        if e.payload.get("id") == doc and after is not None and e.actor != "setup" \
-                and e.kind != "ws.docs.seeded" and caller != "agent":
-            out += protected_figures(str(after.get("content", "")))
-    return out
-
-
-def _plain(value: float) -> str:
-    return f"{value:.0f}" if value == int(value) else f"{value}"
 
 
 def _made_by(task: Task) -> dict[int, int]:

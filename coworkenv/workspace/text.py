@@ -230,6 +230,11 @@ def as_number(needle: str) -> float | None:
     return None
 
 
+def plain(value: float) -> str:
+    """A figure as bare digits (``89500``, ``1.25``): how a value is named in reports."""
+    return f"{value:.0f}" if value == int(value) else f"{value}"
+
+
 def significant_digits(value: float) -> int:
     """How many significant digits a value has as written (90,000: 1; 12,500: 3)."""
     digits = f"{abs(value):.12g}".split("e")[0].replace(".", "").strip("0")
