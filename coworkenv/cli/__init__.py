@@ -5,7 +5,7 @@ One module per group of commands, each a thin layer over the library; the checks
 
     run       demo, run, worker
     simulate  simulate
-    results   replay, eval, regrade, view
+    results   replay, runs, eval, regrade, merge, view
     synth     synth, validate, schema, tools
     train     export sft|rl, train sft|grpo, serve
 """

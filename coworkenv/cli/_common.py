@@ -159,16 +159,39 @@ def db_folder(dbs: list[Path]) -> Path:
 
 def known_run(reader: Any, run_id: str | None, db: Path | str,
               option: str = "--run") -> str:
-    """The run asked for (default: the latest), which must be in the store."""
-    runs: list[str] = [r["run_id"] for r in reader.runs()]  # (oldest first)
+    """The run asked for, by its id or an unambiguous start of it (default: the latest),
+    which must be in the store."""
+    from ..store import NotFoundError
+
     if run_id is None:
-        if not runs:
+        latest: str | None = reader.latest_run()
+        if latest is None:
             raise fail(f"--db {db}: holds no run")
-        return runs[-1]
-    if run_id not in runs:
-        shown = ", ".join(runs[:5]) + (f" and {len(runs) - 5} more" if len(runs) > 5 else "")
-        raise fail(f"{option} {run_id}: no such run in {db} (runs: {shown or 'none'})")
-    return run_id
+        return latest
+    try:
+        return str(reader.resolve_run(run_id))
+    except NotFoundError as exc:
+        raise fail(f"{option} {exc}") from None
+
+
+def known_episode(reader: Any, episode: str | None, option: str = "--episode") -> str:
+    """The episode asked for: its id (the run part may be a start of the run's id), or
+    TASK[:TRIAL[:ATTEMPT]] of the latest run that has it; none: the latest run's only episode."""
+    from ..store import NotFoundError
+
+    if episode is None:
+        run = reader.latest_run()
+        eps = [e.episode_id for e in reader.episodes(run, limit=6)] if run else []
+        if len(eps) == 1:
+            return str(eps[0])
+        shown = ", ".join(eps[:5]) + (" ..." if len(eps) > 5 else "")
+        raise fail(f"{option}: which episode? the latest run {run} has "
+                   f"{'several' if eps else 'none'}{f' ({shown})' if eps else ''}; give "
+                   "RUN:TASK:TRIAL:ATTEMPT, or TASK (its latest run)")
+    try:
+        return str(reader.resolve_episode(episode))
+    except NotFoundError as exc:
+        raise fail(str(exc)) from None
 
 
 def open_reader(db: Path | list[Path]) -> Any:

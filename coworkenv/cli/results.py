@@ -17,8 +17,10 @@ from ._common import (
     console,
     db_folder,
     db_label,
+    err,
     fail,
     failed_cell,
+    known_episode,
     known_run,
     load,
     num,
@@ -30,7 +32,9 @@ from ._common import (
 
 @app.command(short_help="Replay an episode: timeline, time travel, diffs.")
 def replay(
-    episode: Annotated[str, typer.Option(help="Episode id")],
+    episode: Annotated[str | None, typer.Option(
+        help="Episode id RUN:TASK:TRIAL:ATTEMPT (RUN may be the start of the run id), or TASK "
+        "or TASK:TRIAL of the latest run that has it (default: the latest run's only episode)")] = None,
     dbs: Annotated[list[Path] | None, typer.Option("--db", help=DBS_HELP)] = None,
     hash_: Annotated[bool, typer.Option("--hash", help="Print the event-sequence hash and the "
                                         "final workspace hash, rebuilt from the log")] = False,
@@ -41,6 +45,8 @@ def replay(
     agent_view: Annotated[bool, typer.Option("--agent-view", help="Print the messages the "
                                              "agent saw and produced, in chat format")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="JSON instead of text")] = False,
+    full: Annotated[bool, typer.Option("--full", help="Print every line whole (the timeline "
+                                       "and diffs cut long payloads and say so)")] = False,
 ) -> None:
     """Replay an episode from the event log: timeline, time travel, diffs, the agent's view."""
 
@@ -53,11 +59,13 @@ def replay(
     reader = open_reader(_dbs(dbs))
     with reader:
         try:
+            episode = known_episode(reader, episode)
             reader.episode(episode)
         except StoreError as exc:
             raise fail(str(exc)) from None
         events = list(reader.events(episode))
     last = events[-1].seq if events else -1
+    cut = _Cut(full)
     for name, seq in (("--at", at), *(((f"--diff {i + 1}", s) for i, s in
                                        enumerate(diff)) if diff else ())):
         if seq is not None and not 0 <= seq <= last:
@@ -85,14 +93,16 @@ def replay(
             console.print(f"no change between seq {a} and seq {b}")
         for app_name, ch in d.items():
             for eid, data in ch["added"].items():
-                console.print(f"+ {app_name}/{eid}: {json.dumps(data, ensure_ascii=False)[:150]}",
+                console.print(f"+ {app_name}/{eid}: "
+                              f"{cut(json.dumps(data, ensure_ascii=False), 150)}",
                               highlight=False, markup=False)
             for eid in ch["removed"]:
                 console.print(f"- {app_name}/{eid}", highlight=False, markup=False)
             for eid, fields in ch["changed"].items():
                 for f, (old, new) in fields.items():
-                    console.print(f"~ {app_name}/{eid}.{f}: {json.dumps(old)[:70]} -> "
-                                  f"{json.dumps(new)[:70]}", highlight=False, markup=False)
+                    console.print(f"~ {app_name}/{eid}.{f}: {cut(json.dumps(old), 70)} -> "
+                                  f"{cut(json.dumps(new), 70)}", highlight=False, markup=False)
+        cut.note()
     elif agent_view:
         msgs = render_agent_view(events)
         if as_json:
@@ -110,7 +120,74 @@ def replay(
                 continue
             body = json.dumps(e.payload, ensure_ascii=False)
             console.print(f"{e.seq:>5} {e.sim_time / 60:>7.1f}m {e.actor:>10} {e.kind:<22} "
-                          f"{body[:110]}", highlight=False, markup=False)
+                          f"{cut(body, 110)}", highlight=False, markup=False)
+        cut.note()
+
+
+@app.command(short_help="List the runs in a store: the place to copy a run id from.")
+def runs(
+    dbs: Annotated[list[Path] | None, typer.Option("--db", help=DBS_HELP)] = None,
+    last: Annotated[int | None, typer.Option(help="Only the newest N runs")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="JSON instead of a table")] = False,
+) -> None:
+    """List the runs of a store, oldest first: id, when it started, agent, tasks x trials,
+    status (finished; running, and by whom; unfinished: resume it), the scheduled (task,
+    trial) pairs done, pass rate and failures. Commands that take --run accept the start of
+    an id; an episode id is RUN:TASK:TRIAL:ATTEMPT (attempt > 0: run again by --resume)."""
+    import datetime
+
+    db = _dbs(dbs)
+    with open_reader(db) as r:
+        rows = r.run_overview()
+    if last is not None:
+        if last < 1:
+            raise fail(f"--last: expected 1 or more, got {last}")
+        rows = rows[-last:]
+    for x in rows:
+        x["state"] = ("finished" if x["status"] == "finished" else
+                      f"running ({x['holder']})" if x["holder"] else
+                      "unfinished (--resume)")
+        x["pass_rate"] = x["passed"] / x["scheduled"] if x["scheduled"] else None
+    if as_json:
+        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+        return
+    if not rows:
+        console.print(f"{db_label(db)}: no run yet (`coworkenv demo` or `coworkenv run` "
+                      "records one)")
+        return
+    cols = [Column("run"), Column("started", 3), Column("agent", 2),
+            Column("tasks x trials", 4, True), Column("status", 1), Column("done", 0, True),
+            Column("pass rate", 0, True), Column("failed", 5, True)]
+    table = []
+    for x in rows:
+        when = datetime.datetime.fromtimestamp(x["created_at"]).strftime("%Y-%m-%d %H:%M")
+        what = (f"simulation {x['simulation']}" if x["simulation"] else
+                f"{x['tasks']} x {x['trials']}")
+        fails = ", ".join(f"{n} {k}" for n, k in ((x["agent_failures"], "agent"),
+                                                    (x["errors"], "error")) if n) or "0"
+        table.append([escape(x["run_id"]), when, escape(x["agent"]), what, escape(x["state"]),
+                      f"{x['final']}/{x['scheduled']}", num(x["pass_rate"]), fails])
+    print_table(f"runs in {db_label(db)}", cols, table)
+    console.print("a command's --run takes any unambiguous start of a run id; "
+                  "`coworkenv eval --run ID` scores one", highlight=False)
+
+
+class _Cut:
+    """Long payloads cut to a width (ending in …), counted, and said once at the end."""
+
+    def __init__(self, full: bool) -> None:
+        self.full, self.count = full, 0
+
+    def __call__(self, text: str, width: int) -> str:
+        if self.full or len(text) <= width:
+            return text
+        self.count += 1
+        return text[:width - 1] + "…"
+
+    def note(self) -> None:
+        if self.count:
+            err.print(f"({self.count} line(s) cut, marked …; --full prints them whole, --json "
+                      "prints the data)", highlight=False)
 
 
 @app.command(short_help="Grade recorded episodes again from their logs.")
@@ -130,7 +207,7 @@ def regrade(
     db = _dbs(dbs)
     with open_reader(db) as r:
         if run_id is not None:
-            known_run(r, run_id, db_label(db))
+            run_id = known_run(r, run_id, db_label(db))
     loaded = load(tasks) if tasks else None
 
     async def go() -> dict[str, int]:
@@ -200,8 +277,8 @@ def eval_(
             _show_episode(reader, episode)
             return
         if compare is not None:
-            for rid in compare:
-                known_run(reader, rid, db, "--compare")
+            compare = (known_run(reader, compare[0], db, "--compare"),
+                       known_run(reader, compare[1], db, "--compare"))
             a, b = (reader.scheduled_episodes(r) for r in compare)
             for rid, rows in zip(compare, (a, b), strict=True):
                 if not rows:
@@ -305,8 +382,9 @@ def _with_ci(value: float | None, ci: Any) -> str:
 
 
 def _compare_table(runs: tuple[str, str], diff: dict[str, Any]) -> None:
-    cols = [Column("group"), Column("tasks", 0, True), Column("score B-A", 0, True),
-            Column("pass B-A", 1, True), Column("score A", 2, True), Column("score B", 2, True),
+    # (at 80 columns: the group, the difference and both scores; the pass rates go first)
+    cols = [Column("group"), Column("tasks", 1, True), Column("score B-A", 0, True),
+            Column("score A", 0, True), Column("score B", 0, True), Column("pass B-A", 2, True),
             Column("pass A", 3, True), Column("pass B", 3, True)]
     groups = [("(all)", diff["overall"])]
     groups += [(f"set {n}", d) for n, d in diff["by_set"].items()]
@@ -316,8 +394,8 @@ def _compare_table(runs: tuple[str, str], diff: dict[str, Any]) -> None:
         x, y = d["a"], d["b"]
         rows.append([escape(name), str(d.get("tasks", 0)),
                      _with_ci(d.get("score_delta"), d.get("score_delta_ci95")),
-                     _with_ci(d.get("pass_rate_delta"), d.get("pass_rate_delta_ci95")),
                      num(x["score"]) if x else "-", num(y["score"]) if y else "-",
+                     _with_ci(d.get("pass_rate_delta"), d.get("pass_rate_delta_ci95")),
                      num(x["pass_rate"]) if x else "-", num(y["pass_rate"]) if y else "-"])
     print_table(f"{runs[1]} - {runs[0]}, paired by task (95% bootstrap intervals)", cols, rows)
 
@@ -326,6 +404,7 @@ def _show_episode(reader: Any, episode: str) -> None:
     from ..store import StoreError
 
     try:
+        episode = known_episode(reader, episode)
         ep = reader.episode(episode)
     except StoreError as exc:
         raise fail(str(exc)) from None

@@ -83,6 +83,8 @@ def _execute(tasks: list[Any], *, agent: str, db: Path, bus_url: str, trials: in
         raise fail(str(exc)) from None
     rid = p.options.run_id
     total = len(tasks) * trials
+    if not resume and run_id is None and db.exists():
+        _say_unfinished(db, tasks, p.options.agent_name, trials, rid)
     stop = Interrupt(STOP_SIGNALS, on_second=_abort_at_once)
     stop.on_request(lambda _: err.print(
         "\nstopping: no new episode starts; running ones are recorded as aborted (Ctrl-C "
@@ -125,10 +127,22 @@ def _execute(tasks: list[Any], *, agent: str, db: Path, bus_url: str, trials: in
                                  on_plan=planned(bar, job), interrupt=stop)
 
     try:  # (a library error raised inside the store's task group comes out as itself)
-        results = unwrapped(on_ray if ray is not None else in_processes if processes > 1
+        results: list[Any] = unwrapped(on_ray if ray is not None else in_processes if processes > 1
                             else lambda: anyio.run(in_store))
     except RunInterrupted:
-        raise _interrupted(rid, db, total) from None
+        if not _all_recorded(rid, db, total):
+            raise _interrupted(rid, db, total) from None
+        # (Ctrl-C after the last episode: nothing is lost, so the run ends as it would have)
+        err.print(f"interrupted after the last episode: all {total} (task, trial) pairs of run "
+                  f"{rid} are recorded", highlight=False)
+        from ..store import EventStore
+
+        async def finished() -> None:
+            async with EventStore(db) as store:
+                await store.finish_run(rid)
+
+        anyio.run(finished)
+        return rid, []  # (the summary reads every episode back from the store)
     except BusError as exc:
         raise fail(f"--bus {bus_url}: {exc}", 1) from None
     except ProcessFailedError as exc:
@@ -136,6 +150,34 @@ def _execute(tasks: list[Any], *, agent: str, db: Path, bus_url: str, trials: in
     except refused as exc:  # (a lease held by another runner, a run changed since)
         raise fail(str(exc)) from None
     return rid, results
+
+
+def _say_unfinished(db: Path, tasks: list[Any], agent_name: str, trials: int,
+                    new: str) -> None:
+    """A new run of the same tasks, agent and trials as an unfinished one: say so, and how
+    to finish that one instead."""
+    from ..runtime.run import unfinished_runs
+    from ..store import Reader, StoreError
+
+    try:
+        with Reader(db) as r:
+            like = unfinished_runs(r, [t.id for t in tasks], agent_name, trials)
+    except StoreError:
+        return  # (not a store yet, or one the run itself will refuse in one line)
+    if like:
+        x = like[-1]
+        more = f" (and {len(like) - 1} older)" if len(like) > 1 else ""
+        err.print(f"note: run {x['run_id']}{more} of the same tasks, agent and trials is "
+                  f"unfinished ({x['final']} of {x['scheduled']} (task, trial) pairs recorded, "
+                  f"no runner); starting a new run {new}. To finish that one instead: "
+                  f"`{_resume_command(x['run_id'])}`", highlight=False, markup=False)
+
+
+def _all_recorded(rid: str, db: Path, scheduled: int) -> bool:
+    from ..store import Reader
+
+    with Reader(db) as r:
+        return len(r.completed_trials(rid)) >= scheduled
 
 
 def _abort_at_once(signum: int) -> None:
@@ -180,7 +222,7 @@ def _resume_command(rid: str) -> str:
 
 
 def _run_summary(rid: str, db: Path, this_call: int, allow_errors: bool,
-                 this_call_failed: int = 0) -> None:
+                 this_call_failed: int = 0, strict: bool = False) -> None:
     """The run's result over every scheduled (task, trial), read back from the store."""
     from ..sim.report import summarize
     from ..store import Reader
@@ -204,6 +246,9 @@ def _run_summary(rid: str, db: Path, this_call: int, allow_errors: bool,
     if o["errors"] and not allow_errors:
         raise fail(f"{o['errors']} episode(s) failed in the simulator (not the agent); "
                    "see above, or pass --allow-errors", 1)
+    if strict and o["agent_failures"]:
+        raise fail(f"--strict: {o['agent_failures']} episode(s) of run {rid} failed at the "
+                   "agent boundary; see above", 1)
     if this_call and this_call_failed == this_call:
         raise fail(f"every episode of this call ({this_call}) failed at the agent boundary; "
                    "see above: the agent could not act at all (its model endpoint, or no "
@@ -361,6 +406,10 @@ def run(
                                                "episodes failed in the simulator itself (setup, "
                                                "runtime, world, grading, tools, simulated "
                                                "people)")] = False,
+    strict: Annotated[bool, typer.Option("--strict", help="Exit 1 when any episode of the "
+                                         "run failed at the agent boundary (its model "
+                                         "endpoint, the protocol, no remote worker), not only "
+                                         "when all did: for CI")] = False,
 ) -> None:
     """Run tasks with an agent; every episode is recorded in the store.
 
@@ -385,7 +434,8 @@ def run(
     if not quiet:
         _print_results(table, results, loaded, rid, db, f"{rid} -> {db}")
     _run_summary(rid, db, len(results), allow_errors,
-                 sum(1 for r in results if r.status == "failed" and r.failure_boundary == "agent"))
+                 sum(1 for r in results if r.status == "failed" and r.failure_boundary == "agent"),
+                 strict)
 
 
 @app.command(short_help="Serve agent decisions for `run --agent remote` and simulations.")
@@ -450,7 +500,8 @@ def mcp(
     transport: Annotated[str, typer.Option(help="stdio (the client starts this command) or "
                                            "http (streamable HTTP at /mcp)")] = "stdio",
     host: Annotated[str, typer.Option(help="Address to listen on (http)")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port (http)")] = 8000,
+    port: Annotated[int, typer.Option(help="Port (http; `serve` takes 8000 and `serve-env` "
+                                      "8100 by default)")] = 8200,
     tools: Annotated[str | None, typer.Option(help="Tools offered, comma-separated tool or app "
                                               "names, or `reference`; default: the task's")]
     = None,
@@ -497,7 +548,8 @@ def serve_env(
                                                      "built-in tasks)")] = None,
     db: Annotated[Path, typer.Option(help=DB_HELP)] = Path("runs/coworkenv.db"),
     host: Annotated[str, typer.Option(help="Address to listen on")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port")] = 8000,
+    port: Annotated[int, typer.Option(help="Port (`serve`, the model server, takes 8000 "
+                                      "by default, `mcp --transport http` 8200)")] = 8100,
     tools: Annotated[str | None, typer.Option(help="Tools offered, comma-separated tool or app "
                                               "names, or `reference`; default: each task's")]
     = None,

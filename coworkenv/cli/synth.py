@@ -311,28 +311,44 @@ def validate(
 
 
 def _mutation_table(reports: list[Any]) -> None:
+    """A row per task: a table where the ids fit whole beside the counts, else a line per
+    task (ids are what a user copies: never cut)."""
     from rich.table import Table
 
-    t = Table(title="mutation check: sabotaged variants must fail, equivalent ones must pass")
-    for col in ("task", "applicable", "killed", "survivors", "false positives"):
-        t.add_column(col, justify="right" if col in ("applicable", "killed") else "left")
-    totals = [0, 0, 0, 0]
+    title = "mutation check: sabotaged variants must fail, equivalent ones must pass"
+    rows, totals = [], [0, 0, 0, 0]
     for r in reports:
         m = r.mutation
         if m is None:
-            t.add_row(escape(r.task_id), "-", "-", "not run (the task is rejected before)", "-")
+            rows.append((r.task_id, "-", "-", "not run (the task is rejected before)", "-"))
             continue
         surv = "; ".join(f"{s.id} ({s.description})" + (f" accepted: {s.accepted}"
                                                           if s.accepted else "")
                          for s in m.survivors) or "none"
         fps = "; ".join(f"{f.id} ({f.description}, score {f.score})"
                         for f in m.false_positives) or "0"
-        t.add_row(escape(r.task_id), str(m.applicable), str(m.killed), escape(surv), escape(fps))
+        rows.append((r.task_id, str(m.applicable), str(m.killed), surv, fps))
         totals[0] += m.applicable
         totals[1] += m.killed
         totals[2] += len(m.survivors)
         totals[3] += len(m.false_positives)
-    console.print(t)
+    longest = max((len(r[0]) for r in rows), default=4)
+    if longest + 50 <= console.width:  # the id whole, the counts, room for the survivors
+        t = Table(title=title)
+        t.add_column("task", no_wrap=True, min_width=longest)
+        t.add_column("applicable", justify="right", no_wrap=True)
+        t.add_column("killed", justify="right", no_wrap=True)
+        t.add_column("survivors", ratio=2, overflow="fold")
+        t.add_column("false positives", ratio=1, overflow="fold")
+        for row in rows:
+            t.add_row(*(escape(c) for c in row))
+        console.print(t)
+    else:
+        console.print(title, highlight=False)
+        for task_id, applicable, killed, surv, fps in rows:
+            console.print(f"{escape(task_id)}\n  applicable {applicable}, killed {killed}; "
+                          f"survivors: {escape(surv)}; false positives: {escape(fps)}",
+                          highlight=False)
     console.print(f"mutants: {totals[0]} applicable, {totals[1]} killed, {totals[2]} survived, "
                   f"{totals[3]} false positive(s)", highlight=False)
 

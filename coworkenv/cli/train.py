@@ -52,7 +52,7 @@ def export_sft_cmd(
     output_folder(out, "--out")
     with open_reader(db) as r:
         if run_id is not None:
-            known_run(r, run_id, db)
+            run_id = known_run(r, run_id, db) if run_id is not None else None
     try:
         st = export_sft(db, out, run=run_id, min_score=min_score, split_by=split_by,  # type: ignore[arg-type]
                         eval_fraction=eval_fraction, teachers_only=not all_roles,

@@ -304,8 +304,12 @@ def prepare(config: RunConfig, tasks: list[Task] | None = None) -> Prepared:
     if c.resume and run_id is None:
         if not db.exists():
             raise RunConfigError(f"resume: {db} does not exist; nothing to resume")
+        agent_name = c.agent_name or str(c.agent) + (f" slips={c.slips:g}" if c.slips else "")
         with Reader(db) as r:
-            run_id = r.latest_run()
+            # the newest unfinished run of these tasks and this agent, else the newest run
+            # (whose own check then says why it cannot be resumed, or that it is finished)
+            like = unfinished_runs(r, [t.id for t in tasks], agent_name, c.trials)
+            run_id = like[-1]["run_id"] if like else r.latest_run()
         if run_id is None:
             raise RunConfigError(f"resume: {db} holds no run")
     elif not c.resume and run_id is not None and db.exists():
@@ -327,6 +331,17 @@ def prepare(config: RunConfig, tasks: list[Task] | None = None) -> Prepared:
     except RunConfigError as exc:
         raise RunConfigError(f"run_id: {exc}") from None
     return Prepared(c, tasks, db, options, make_agent, make_cast, spec.kind == "remote")
+
+
+def unfinished_runs(reader: Any, task_ids: Sequence[str], agent_name: str,
+                    trials: int) -> list[dict[str, Any]]:
+    """Runs of the store (oldest first) with these tasks, agent and trials that are not
+    finished and that no live runner holds: what ``--resume`` would go on with."""
+    ids = set(task_ids)
+    return [x for x in reader.run_overview()
+            if x["status"] != "finished" and x["holder"] is None and not x["simulation"]
+            and x["agent"] == agent_name and x["trials"] == trials
+            and set(x["config"].get("tasks") or ()) == ids]
 
 
 OnDone = Callable[["EpisodeResult"], None]

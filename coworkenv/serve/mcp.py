@@ -150,7 +150,7 @@ def _say(text: str) -> None:
 
 
 async def serve_episode(task: Task, db: str | Path, *, transport: str = "stdio",
-                        host: str = "127.0.0.1", port: int = 8000,
+                        host: str = "127.0.0.1", port: int = 8200,
                         run_id: str | None = None, tools: Sequence[str] | None = None,
                         agent_name: str = "mcp", seed: int | None = None) -> Any:
     """Serve one episode of ``task`` over MCP until the client leaves (stdio) or the episode

@@ -283,12 +283,14 @@ async def run_episodes(tasks: Sequence[Task], *, agent: Callable[[Task], Actor],
                 on_plan(len(tasks) * options.trials, len(jobs))
             results = await run_jobs(jobs, agent=agent, cast=cast, bus=bus, store=store,
                                      options=options, on_done=on_done, interrupt=stop)
-            if not stop.requested:
+            # (a request that came after the last episode cut nothing: the run is whole)
+            cut = stop.requested and len(results) < len(jobs)
+            if not cut:
                 await store.finish_run(options.run_id)
             else:
                 await store.abort_running(options.run_id)
             await store.flush()
-    if stop.requested:
+    if cut:
         raise RunInterrupted(options.run_id, results, stop.signum)
     return results
 
@@ -433,10 +435,10 @@ def _run_shards(jobs: list[Job], processes: int, db: str | Path, open_bus: Calla
             await anyio.to_thread.run_sync(reader.join)
             for p in procs:
                 await anyio.to_thread.run_sync(p.join)
-            if stop.requested:
+            if got == expected and all(p.exitcode == 0 for p in procs):
+                await store.finish_run(options.run_id)  # (whole, even if a stop came late)
+            elif stop.requested:
                 await store.abort_running(options.run_id)
-            elif got == expected and all(p.exitcode == 0 for p in procs):
-                await store.finish_run(options.run_id)
             await store.flush()
 
     try:
@@ -446,7 +448,7 @@ def _run_shards(jobs: list[Job], processes: int, db: str | Path, open_bus: Calla
             if p.is_alive():
                 p.kill()
             p.join()
-    if stop.requested:
+    if stop.requested and not (got == expected and all(p.exitcode == 0 for p in procs)):
         raise RunInterrupted(options.run_id, results, stop.signum)
     dead = [p for p in procs if p.exitcode != 0]
     if dead or got < expected:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 from collections.abc import Iterator, Sequence
@@ -127,6 +128,99 @@ class Reader:
             "FROM runs r ORDER BY r.created_at")
         return [{"run_id": r[0], "created_at": r[1], "status": r[2], "agent": r[3],
                  "config": json.loads(r[4]), "episodes": r[5]} for r in cur]
+
+    def run_overview(self) -> list[dict[str, Any]]:
+        """Each run (oldest first) with what `coworkenv runs` shows: its agent, tasks x
+        trials, how many scheduled (task, trial) pairs are final, passed or failed (the latest
+        attempt of each), and who holds it now (``holder``: "pid P on HOST" while a runner's
+        heartbeat is fresh, else None)."""
+        import time
+
+        from ._lease import TTL_S
+
+        counts = {r[0]: r[1:] for r in self.conn.execute(
+            "SELECT e.run_id, count(*), sum(e.status = 'completed' OR (e.status = 'failed' AND "
+            "e.failure_boundary = 'agent')), sum(coalesce(g.passed, 0)), "
+            "sum(e.status = 'failed' AND e.failure_boundary = 'agent'), "
+            "sum(e.status = 'failed' AND e.failure_boundary <> 'agent') "
+            "FROM episodes e LEFT JOIN grades g USING (episode_id) "
+            "WHERE e.task_id NOT LIKE '@%' AND (e.run_id, e.task_id, e.trial, e.attempt) IN "
+            "(SELECT run_id, task_id, trial, max(attempt) FROM episodes GROUP BY run_id, "
+            "task_id, trial) GROUP BY e.run_id")}
+        holders: dict[str, str] = {}
+        try:
+            now = time.time()
+            for run_id, pid, host, beat in self.conn.execute(
+                    "SELECT run_id, pid, host, heartbeat FROM leases"):
+                if now - beat < TTL_S:
+                    holders[run_id] = f"pid {pid} on {host}"
+        except sqlite3.OperationalError:
+            pass  # (shards read together: no leases view; a merged run has no runner)
+        out = []
+        for r in self.runs():
+            config = r["config"]
+            tasks = len(config.get("tasks") or [])
+            trials = int(config.get("trials") or 1)
+            n, final, passed, agent_failed, errors = (int(x or 0) for x in
+                                                      counts.get(r["run_id"], (0,) * 5))
+            scheduled = tasks * trials or n
+            out.append({**r, "tasks": tasks, "trials": trials, "scheduled": scheduled,
+                        "final": final, "passed": passed, "agent_failures": agent_failed,
+                        "errors": errors, "holder": holders.get(r["run_id"]),
+                        "simulation": config.get("simulation")})
+        return out
+
+    def resolve_run(self, given: str) -> str:
+        """A run id, or an unambiguous prefix of one (raises :class:`NotFoundError` naming
+        the candidates)."""
+        runs = [r[0] for r in self.conn.execute("SELECT run_id FROM runs ORDER BY created_at")]
+        if given in runs:
+            return given
+        matches = [r for r in runs if r.startswith(given)]
+        if len(matches) == 1:
+            return str(matches[0])
+        if matches:
+            raise NotFoundError(f"{given!r} is the start of {len(matches)} runs in "
+                                f"{self.where} ({', '.join(matches[:5])}"
+                                f"{' ...' if len(matches) > 5 else ''}); give more of it")
+        shown = ", ".join(runs[-5:]) + (f" and {len(runs) - 5} older" if len(runs) > 5 else "")
+        raise NotFoundError(f"{given!r}: no such run in {self.where} (latest runs: "
+                            f"{shown or 'none'}; `coworkenv runs` lists them)")
+
+    def resolve_episode(self, given: str) -> str:
+        """An episode id as written in full, with its run id shortened to a prefix
+        (``RUNPREFIX:TASK:TRIAL:ATTEMPT``), or as ``TASK[:TRIAL[:ATTEMPT]]`` of the latest run
+        that has it (trial 0 and the latest attempt unless given). Raises
+        :class:`NotFoundError`."""
+        if self.conn.execute("SELECT 1 FROM episodes WHERE episode_id=?",
+                             (given,)).fetchone() is not None:
+            return given
+        head, sep, rest = given.partition(":")
+        candidates: list[tuple[str | None, str]] = []  # (run or None: the latest, the rest)
+        if sep:
+            with contextlib.suppress(NotFoundError):
+                candidates.append((self.resolve_run(head), rest))
+        candidates.append((None, given))
+        for run_id, spec in candidates:
+            parts = spec.rsplit(":", 2) if spec.count(":") >= 2 else spec.split(":")
+            task, trial, attempt = parts[0], 0, None
+            try:
+                if len(parts) >= 2:
+                    trial = int(parts[1])
+                if len(parts) == 3:
+                    attempt = int(parts[2])
+            except ValueError:
+                task, trial, attempt = spec, 0, None
+            row = self.conn.execute(
+                "SELECT e.episode_id FROM episodes e JOIN runs r USING (run_id) WHERE "
+                "(? IS NULL OR e.run_id = ?) AND e.task_id = ? AND e.trial = ? "
+                "AND (? IS NULL OR e.attempt = ?) ORDER BY r.created_at DESC, e.attempt DESC "
+                "LIMIT 1", (run_id, run_id, task, trial, attempt, attempt)).fetchone()
+            if row is not None:
+                return str(row[0])
+        raise NotFoundError(f"{self.where}: no episode {given!r} (an episode id is "
+                            "RUN:TASK:TRIAL:ATTEMPT; the run may be the start of its id, or "
+                            "left out for the latest run that has the task: TASK, TASK:TRIAL)")
 
     def latest_run(self) -> str | None:
         row = self.conn.execute(
