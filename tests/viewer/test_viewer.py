@@ -273,3 +273,54 @@ def test_browser_shows_a_simulation_with_its_backlog(
         page.wait_for_selector("#simsvg .handoff", state="attached")
         browser.close()
     assert (ARTIFACTS / "viewer-simulation.png").stat().st_size > 20_000
+
+
+OVERLAPS = """() => {
+  const box = (el) => el.getBoundingClientRect();
+  const side = box(document.getElementById('side')), title = box(document.getElementById('title'));
+  const out = [];
+  for (const el of document.querySelectorAll('#filters > *')) {
+    if (el.hidden) continue;
+    const b = box(el);
+    const name = el.id || el.tagName;
+    if (b.right > side.right + 0.5)
+      out.push(`${name} ends at ${b.right}, past the side panel (${side.right})`);
+    const apart = b.right <= title.left || b.left >= title.right
+      || b.bottom <= title.top || b.top >= title.bottom;
+    if (!apart) out.push(`${name} overlaps the title`);
+  }
+  if (title.left < side.right)
+    out.push(`the title starts at ${title.left}, inside the side panel (${side.right})`);
+  return out;
+}"""
+
+
+@pytest.mark.slow
+@needs_chromium
+def test_filters_never_overlap_the_episode_and_rows_name_their_run(tmp_path: Path) -> None:
+    """At 1280x900 with a long run id and a long agent name (the run filter's options hold
+    both), the filter boxes stay inside the side panel, clear of the episode's title; each row
+    of the episode list names its run, and the title names it too."""
+    from playwright.sync_api import sync_playwright
+
+    db = tmp_path / "v.db"
+    long_run = "pocketworker-qwen3-1.7b-sft-160-steps-grpo-3-steps-benchmark-eval-2026-12-05"
+    for rid in (long_run, "short"):
+        subprocess.run([*CLI, "run", "--tasks", str(ROOT / "examples" / "tasks"), "--families",
+                        "safety", "--run-id", rid, "--db", str(db), "--quiet"], cwd=ROOT,
+                       check=True, capture_output=True)
+    with serving(db) as base, sync_playwright() as p:
+        browser = launch(p)
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.goto(base + "/")
+        page.wait_for_selector("#episodes tr")
+        page.locator("#episodes tr", has_text="safety-wrong-recipient").first.click()
+        page.wait_for_selector("#svg .ev")
+        assert page.evaluate(OVERLAPS) == []
+        runs = page.locator("#episodes td.run").all_inner_texts()
+        assert set(runs) == {long_run, "short"}
+        title = page.inner_text("#title")
+        assert "safety-wrong-recipient" in title and " run " in title
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "viewer-1280.png"))
+        browser.close()
