@@ -36,6 +36,21 @@ QUICK: dict[str, list[str]] = {
 }
 """The benchmarks, in the order they run, with their --quick arguments."""
 
+NEEDS = {"scale": ("ray",), "sessions": ("openenv", "mcp")}
+"""Benchmarks that import an optional extra (all in `pip install -e '.[bench]'`)."""
+
+
+def missing_modules(names: list[str]) -> dict[str, list[str]]:
+    """For each benchmark to run, the modules of its extra that are not installed."""
+    import importlib.util
+
+    out = {}
+    for name in names:
+        gone = [m for m in NEEDS.get(name, ()) if importlib.util.find_spec(m) is None]
+        if gone:
+            out[name] = gone
+    return out
+
 
 def run_one(name: str, args: list[str], timeout: float) -> dict[str, Any]:
     cmd = [sys.executable, str(HERE / f"{name}.py"), *args]
@@ -66,6 +81,10 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=3600.0, help="seconds per benchmark")
     args = ap.parse_args()
     names = [n for n in QUICK if not args.only or n in args.only]
+    missing = missing_modules(names)
+    if missing:  # before anything runs, in one line: what is missing and how to get it
+        what = "; ".join(f"bench/{n}.py needs {', '.join(m)}" for n, m in missing.items())
+        sys.exit(f"bench/all.py: {what}: pip install -e '.[bench]' (or --only the others)")
     results: dict[str, Any] = {}
     for name in names:
         print(f"bench/all: {name} ...", file=sys.stderr, flush=True)

