@@ -1,8 +1,9 @@
-"""The README's benchmark figures, rendered from one ``bench/all.py`` JSON: per benchmark the
-figure, the baseline measured in the same run, their ratio, and the load average the
-machine had just before it ran. Prints Markdown; ``--readme README.md`` puts it in the README
-between its ``<!-- bench:begin -->`` and ``<!-- bench:end -->`` lines instead (so the README
-quotes exactly one run, with its date). A benchmark missing from the JSON (``--only``) or one
+"""The documentation's benchmark figures, rendered from one ``bench/all.py`` JSON: per
+benchmark the figure, the baseline measured in the same run, their ratio, and the load
+average the machine had just before it ran. Prints Markdown; ``--readme
+docs/design/performance.md`` puts it in that page (any Markdown file) between its ``<!--
+bench:begin -->`` and ``<!-- bench:end -->`` lines instead (so the page quotes exactly one
+run, with its date). A benchmark missing from the JSON (``--only``) or one
 that failed is said so, never left out silently.
 
 ``--scale FILE`` does the same for the scaling table, from one ``bench/episodes.py --scale``

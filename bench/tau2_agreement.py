@@ -21,7 +21,7 @@ and ``TAU2_DATA_DIR`` if its data folder is elsewhere; and the retail plugin ins
 (``pip install -e examples/plugins/retail``). Without them it says what is missing and exits 2.
 
     python bench/tau2_agreement.py --tau2-python /tmp/tau2env/bin/python \\
-        --out docs/tau2_agreement.json --markdown docs/tau2_agreement.md
+        --out docs/design/tau2_agreement.json --markdown docs/design/tau2_agreement.md
 """
 
 from __future__ import annotations
@@ -298,7 +298,7 @@ def _markdown(r: dict[str, Any]) -> str:
     lines = [
         "# The retail plugin against tau2-bench", "",
         "Made by `python bench/tau2_agreement.py --tau2-python ... --markdown "
-        "docs/tau2_agreement.md --out docs/tau2_agreement.json`; the JSON beside it holds "
+        "docs/design/tau2_agreement.md --out docs/design/tau2_agreement.json`; the JSON beside it holds "
         "every trajectory.", "",
         f"Tasks: {r['tasks']['imported']} of tau2's {r['tasks']['tau2']} retail tasks imported "
         f"({len(r['tasks']['skipped'])} skipped: nothing to grade).", "",

@@ -62,8 +62,8 @@ def test_the_readme_is_rewritten_between_its_markers_only(tmp_path: Path) -> Non
     text = readme.read_text()
     assert text.startswith("# T\n\nbefore\n<!-- bench:begin -->\nMeasured by")
     assert text.endswith("<!-- bench:end -->\nafter\n") and "old figures" not in text
-    # the README's own section is there to be rewritten
-    assert (ROOT / "README.md").read_text().count("<!-- bench:begin -->") == 1
+    # the performance page's own section is there to be rewritten
+    assert (ROOT / "docs" / "design" / "performance.md").read_text().count("<!-- bench:begin -->") == 1
 
     readme.write_text("no markers\n")
     r = _render(str(path), "--readme", str(readme))
@@ -102,8 +102,8 @@ def test_the_scaling_table_comes_from_one_scale_run(tmp_path: Path) -> None:
     assert cells[6] == f"{hundred['whole_run_cpu_per_agent_step_us']:,.0f}"
     assert cells[7] == f"{hundred['rss_per_live_episode_kib']:,.0f}"
     assert "times its value at 100" in text and "(target 100)" in text
-    # the README's own section is there to be rewritten
-    assert (ROOT / "README.md").read_text().count("<!-- scale:begin -->") == 1
+    # the performance page's own section is there to be rewritten
+    assert (ROOT / "docs" / "design" / "performance.md").read_text().count("<!-- scale:begin -->") == 1
     # with no report at all, it says what it needs
     none = _render()
     assert none.returncode != 0 and "--scale FILE" in none.stderr

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import coworkenv
+from coworkenv.docgen import commands
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "coworkenv.cli"]
@@ -23,9 +24,9 @@ def test_version_and_short_help() -> None:
         assert short.returncode == 0 and "Usage:" in short.stdout, (cmd, short.stderr)
 
 
-COMMANDS = [["demo"], ["run"], ["worker"], ["replay"], ["regrade"], ["eval"], ["view"],
-            ["tools"], ["synth"], ["validate"], ["schema"], ["serve"], ["export", "sft"],
-            ["export", "rl"], ["train", "sft"], ["train", "grpo"], []]
+# every command and subcommand (what the reference page lists), and the group itself
+COMMANDS = [path.split()[1:] for path, cmd in commands() if not getattr(cmd, "commands", None)]
+COMMANDS.append([])
 
 
 def test_help_reads_at_80_columns() -> None:

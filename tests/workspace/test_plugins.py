@@ -260,7 +260,7 @@ def test_the_state_check_grades_the_whole_table(retail_tasks: Path, tmp_path: Pa
 
 def test_the_agreement_benchmark_says_what_it_needs_without_tau2() -> None:
     """bench/tau2_agreement.py runs tau2-bench in its own venv; without one it says how to
-    make it, and exits 2 (docs/tau2_agreement.md is its recorded report)."""
+    make it, and exits 2 (docs/design/tau2_agreement.md is its recorded report)."""
     env = {k: v for k, v in os.environ.items() if k != "TAU2_PYTHON"}
     done = subprocess.run([sys.executable, str(ROOT / "bench" / "tau2_agreement.py")],
                           capture_output=True, text=True, timeout=120, env=env, check=False)

@@ -1,6 +1,8 @@
-"""The README works as written: every command of every ```bash block runs, in order, in a
-temporary folder, with small settings for the long ones. A command that no rule below covers
-fails the test, so a new README command cannot go untested."""
+"""The README and the documentation site work as written: every command of every ```bash
+block (the README's, then each page's in the site's order) runs, in order, in a temporary
+folder, with small settings for the long ones; every ```python block runs; the site builds
+with ``mkdocs build --strict``; what the pages say of the commands agrees with them. A command
+that no rule below covers fails the test, so a new documented command cannot go untested."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+import yaml
 
 from coworkenv.agents.fake_openai import Reply, ScriptedOpenAIServer
 
@@ -30,7 +33,7 @@ SKIP = [  # (pattern, why it is not run here)
     (r"^coworkenv synth .*--generator openai", "a model writes the plans; tests/synth/ drives "
      "this path with a scripted model server"),
     (r"^python bench/tau2_agreement\.py", "needs tau2-bench in its own Python 3.12 venv; "
-     "docs/tau2_agreement.md is its recorded report"),
+     "docs/design/tau2_agreement.md is its recorded report"),
     (r"^python bench/serve\.py", "tests/training/test_serve.py runs it, small, and checks "
      "its JSON"),
     (r"^vf-eval coworkenv-verifiers", "verifiers needs its own environment (it pins mcp 2.0): "
@@ -41,12 +44,13 @@ SMALLER = [  # (pattern, arguments appended: a later value of an option wins)
     (r"^coworkenv run .*--ray", ["--hosts", "1"]),  # (Ray on this machine: see concrete())
     (r"^coworkenv synth .*--n 1000", ["--n", "20"]),
     (r"^coworkenv synth .*--n 50", ["--n", "5"]),
-    (r"^coworkenv train sft", ["--steps", "1", "--max-length", "768",
-                                   "--measure-rows", "2"]),
+    (r"^coworkenv train sft", ["--steps", "1", "--measure-rows", "2"]),
     (r"^coworkenv train grpo", ["--steps", "1", "--max-completion-length", "48",
                                 "--max-tool-calls", "1"]),
-    (r"^coworkenv run .*openai:pocketworker", ["--only", "share-onboarding", "--max-turns", "2",
-                                               "--max-tokens", "32"]),
+    (r"^coworkenv run (?=.*--per-family).*openai:(pocketworker|base)\b",  # (the tutorial's)
+     ["--per-family", "1", "--max-turns", "2", "--max-tokens", "32"]),
+    (r"^coworkenv run .*openai:pocketworker-grpo", ["--only", "share-onboarding",
+                                                   "--max-turns", "2", "--max-tokens", "32"]),
     (r"^python bench/store\.py", ["--events", "2000", "--repeats", "1"]),
     (r"^python bench/bus\.py", ["--messages", "2000", "--mqtt-messages", "200",
                                 "--repeats", "1", "--episodes", "20", "--turns", "5",
@@ -68,10 +72,27 @@ READY = {  # a background command (`... &`) is ready when its output holds this
     "coworkenv serve": "serving", "mosquitto_sub": None}
 
 
-def readme_commands() -> list[str]:
+def doc_pages() -> list[Path]:
+    """The README, then every page of the site in its navigation's order."""
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text())
+
+    def flat(nav: object) -> list[str]:
+        if isinstance(nav, str):
+            return [nav]
+        if isinstance(nav, list):
+            return [p for item in nav for p in flat(item)]
+        if isinstance(nav, dict):
+            return [p for v in nav.values() for p in flat(v)]
+        return []
+
+    return [ROOT / "README.md", *(ROOT / "docs" / p for p in flat(config["nav"]))]
+
+
+def readme_commands(pages: list[Path] | None = None) -> list[str]:
     """Every command line of every bash block (continuations joined, comments dropped)."""
     out = []
-    for block in re.findall(r"```bash\n(.*?)```", (ROOT / "README.md").read_text(), re.S):
+    text = "\n".join(p.read_text() for p in (pages or doc_pages()))
+    for block in re.findall(r"```bash\n(.*?)```", text, re.S):
         for line in block.replace("\\\n", " ").splitlines():
             line = re.sub(r"\s{2,}#\s.*$", "", line).strip()
             if line and not line.startswith("#"):
@@ -93,8 +114,8 @@ class Walk:
     broker: tuple[str, int]
     env: dict[str, str] = field(default_factory=dict)
     background: list[subprocess.Popen[str]] = field(default_factory=list)
-    served: int | None = None
-    env_port: int | None = None
+    ports: dict[int, int] = field(default_factory=dict)  # a documented port -> this walk's
+    last_port: int | None = None
 
     def episode(self) -> str:
         """The longest completed episode recorded so far (for --episode, --at, --diff)."""
@@ -111,17 +132,16 @@ class Walk:
         host, port = self.broker
         line = line.replace("HOST:1883", f"{host}:{port}").replace("127.0.0.1:1883",
                                                                   f"{host}:{port}")
-        if self.served is not None:  # the model `coworkenv serve` serves, on its own port
-            line = line.replace("--port 8000", f"--port {self.served}")
-            line = line.replace("http://127.0.0.1:8000/v1", f"http://127.0.0.1:{self.served}/v1")
-        line = line.replace("http://127.0.0.1:8000/v1", self.model_url)
+        if line.startswith(("coworkenv serve", "coworkenv view")):  # a free port of its own
+            m = re.search(r"--port (\d+)", line)
+            assert m and m[1] != "8000", f"a documented server names its port, not 8000 (the " \
+                                         f"reader's own model server): {line}"
+            self.ports[int(m[1])] = self.last_port = _free_port()
+        for documented, real in self.ports.items():  # what those servers serve, there
+            line = line.replace(f"--port {documented}", f"--port {real}")
+            line = line.replace(f"127.0.0.1:{documented}", f"127.0.0.1:{real}")
+        line = line.replace("http://127.0.0.1:8000/v1", self.model_url)  # "your model server"
         line = line.replace("--ray HEAD:6379", "--ray auto")  # a new Ray on this machine
-        if line.startswith("coworkenv serve-env"):
-            self.env_port = _free_port()
-            line = line.replace("--port 8100", f"--port {self.env_port}")
-        elif line.startswith("coworkenv serve"):
-            self.served = _free_port()
-            line = line.replace("--port 8000", f"--port {self.served}")
         if re.search(r"RUN:TASK:TRIAL:ATTEMPT|EPISODE_ID|--episode ID\b", line):
             ep = self.episode()
             line = line.replace("RUN:TASK:TRIAL:ATTEMPT", ep).replace("EPISODE_ID", ep)
@@ -174,7 +194,7 @@ class Walk:
             assert time.monotonic() < deadline, f"{cmd} never got ready: {log.read_text()}"
             time.sleep(0.2)
         if cmd.startswith("coworkenv serve"):
-            port = self.env_port if cmd.startswith("coworkenv serve-env") else self.served
+            port = self.last_port
             while True:  # (the banner comes just before it listens)
                 try:
                     socket.create_connection(("127.0.0.1", port or 0), 1).close()
@@ -205,15 +225,15 @@ def test_every_readme_command_is_covered() -> None:
         for word in re.findall(r"\b[A-Z][A-Z_]{1,}\b", line.replace("RUN:TASK:TRIAL:ATTEMPT",
                                                                         "ID")):
             assert word in known or word.startswith("COWORKENV_") or word in ("README",), \
-                f"README placeholder {word!r} in {line!r} is not one tests/test_readme.py fills"
+                f"placeholder {word!r} in {line!r} is not one tests/test_docs.py fills"
         assert "[" not in line.replace("[train]", "").replace("[0]", ""), \
-            f"README command with bracketed options (write them as comments): {line!r}"
+            f"documented command with bracketed options (write them as comments): {line!r}"
 
 
 @pytest.mark.slow
 @pytest.mark.xdist_group("ray")  # (its `--ray auto` would join another test's Ray)
-@pytest.mark.timeout(900)  # (about 50 commands in a row, a fresh install and training included)
-def test_the_readme_works_as_written(tmp_path: Path, broker: tuple[str, int]) -> None:
+@pytest.mark.timeout(1200)  # (about 80 commands in a row, a fresh install and training included)
+def test_the_docs_work_as_written(tmp_path: Path, broker: tuple[str, int]) -> None:
     lines = readme_commands()
     first, rest = lines[0], lines[1:]
     # the first command, on a fresh copy of the project (its own venv, installed from scratch)
@@ -233,7 +253,7 @@ def test_the_readme_works_as_written(tmp_path: Path, broker: tuple[str, int]) ->
     # the rest, in order, in a folder that sees the project's examples, benchmarks and model
     home = tmp_path / "home"
     home.mkdir()
-    for name in ("examples", "bench", ".cache"):
+    for name in ("examples", "bench", ".cache", "scripts"):
         (home / name).symlink_to(ROOT / name)
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "COLUMNS": "120"}
     agent_and_person = Reply(content="Thank you, that is all.",
@@ -248,14 +268,86 @@ def test_the_readme_works_as_written(tmp_path: Path, broker: tuple[str, int]) ->
             walk.stop()
 
 
-def test_readme_python_blocks_run(tmp_path: Path) -> None:
-    """Each ```python block of the README runs as written (from a folder holding the
-    examples, as the project's root does)."""
-    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
-    assert blocks, "the README shows no Python"
+def test_python_blocks_run(tmp_path: Path) -> None:
+    """Each ```python block of the README and the site runs as written (from a folder holding
+    the examples, as the project's root does)."""
+    blocks = [(page, b) for page in doc_pages()
+              for b in re.findall(r"```python\n(.*?)```", page.read_text(), re.S)]
+    assert blocks, "the README and the site show no Python"
+    commands = "\n".join(readme_commands())
+    for page, block in blocks:  # a file shown whole is run by a documented command instead
+        for shown in re.findall(r'^--8<-- "([^":]+)', block, re.M):
+            assert (ROOT / shown).is_file(), f"{page.name}: shows {shown}, which is not there"
+            assert f"python {shown}" in commands, f"{page.name}: shows {shown}; no documented " \
+                                                  "command runs it"
+    blocks = [(p, b) for p, b in blocks if not b.startswith("--8<--")]
     (tmp_path / "examples").symlink_to(ROOT / "examples")
-    for block in blocks:
+    for page, block in blocks:
         r = subprocess.run([sys.executable, "-c", block], cwd=tmp_path, capture_output=True,
                            text=True, timeout=300, stdin=subprocess.DEVNULL)
-        assert r.returncode == 0, f"README python block failed:\n{block}\n{r.stdout}{r.stderr}"
+        assert r.returncode == 0, f"{page.name}: python block failed:\n{block}\n{r.stdout}" \
+                                  f"{r.stderr}"
         assert r.stdout.strip(), block
+
+
+def test_the_site_builds_strictly(tmp_path: Path) -> None:
+    """``mkdocs build --strict``: no broken link, no page left out of the navigation, the
+    generated reference (commands, task and simulation languages, tools, the Python API)
+    builds; the command reference is the commands' own help."""
+    r = subprocess.run([str(BIN / "mkdocs"), "build", "--strict", "-d", str(tmp_path / "site")],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-5000:]
+    cli = (tmp_path / "site" / "reference" / "cli" / "index.html").read_text()
+    for command in ("coworkenv runs", "coworkenv export sft", "coworkenv train grpo"):
+        assert command in cli, command
+    assert "--reward-weights" in cli and "--strict" in cli
+    task = (tmp_path / "site" / "reference" / "task-language" / "index.html").read_text()
+    assert "EmailSentCheck" in task and "group_itself" in task
+    api = (tmp_path / "site" / "reference" / "python-api" / "index.html").read_text()
+    assert "RunConfig" in api and "Sessions" in api
+
+
+def test_documented_defaults_are_the_commands_own() -> None:
+    """Where a page says an option's default ("`--reward-weights` (default `1,0,0,0,0`)"),
+    it is a default that option has."""
+    from coworkenv.docgen import option_defaults
+
+    defaults = option_defaults()
+    said = 0
+    for page in doc_pages():
+        text = re.sub(r"\s+", " ", page.read_text())
+        for opt, value in re.findall(r"`(--[a-z][a-z-]*)`[^`.;]{0,40}?\bdefault `([^`]+)`[,)]",
+                                     text):
+            said += 1
+            assert opt in defaults, f"{page.name}: {opt} is no command's option"
+            assert value in defaults[opt], \
+                f"{page.name}: says {opt} defaults to {value}; the commands: {defaults[opt]}"
+    assert said >= 3
+
+
+def test_servers_default_to_ports_of_their_own() -> None:
+    """serve (a model, OpenAI-compatible), serve-env (OpenEnv), mcp over HTTP and the viewer
+    each default to a port of its own, the ports the pages use."""
+    import typer
+
+    from coworkenv.cli import app
+
+    root = typer.main.get_command(app)
+    ports = {name: next(p.default for p in root.commands[name].params  # type: ignore[attr-defined]
+                        if p.name == "port") for name in ("serve", "serve-env", "mcp", "view")}
+    assert len(set(ports.values())) == 4, ports
+    assert ports == {"serve": 8000, "serve-env": 8100, "mcp": 8200, "view": 8765}
+    text = "\n".join(p.read_text() for p in doc_pages())
+    assert "serve-env" in text and "--port 8100" in text and "--transport http --port 8200" in text
+
+
+def test_the_readme_is_a_front_door() -> None:
+    """Under 200 lines; its two commands first; each costs what it says; links into the site."""
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) < 200
+    lines = readme_commands([ROOT / "README.md"])
+    assert lines[0].startswith("python3 -m venv .venv && .venv/bin/pip install")
+    assert lines[0].endswith("coworkenv demo") and lines[1] == "bash scripts/test.sh"
+    for page in ("docs/tutorial.md", "docs/how-to/", "docs/reference/", "docs/design/"):
+        assert page in text, page
