@@ -7,6 +7,7 @@
     │   └── SchemaError, StoreClosedError, NotFoundError, LeaseHeldError, MergeConflictError
     ├── SimError               coworkenv.sim: tasks, episodes and runs
     │   └── TaskFileError, EpisodeFailure, RunConfigError, HeldOutError, RunInterrupted,
+    │       SessionFailedError (a session the simulator could not carry),
     │       ProcessFailedError (a worker process of a multi-process run died),
     │       EndpointUnreachableError (a RunConfigError of coworkenv.runtime: a model
     │       endpoint that does not answer, found before the run)

@@ -5,10 +5,16 @@ binds its socket the same way (:func:`bound_socket`)."""
 
 from __future__ import annotations
 
+import json
+import math
 import socket
 import threading
 import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
+
+import anyio
 
 
 def bound_socket(host: str, port: int) -> socket.socket:
@@ -30,14 +36,16 @@ class AppServer:
     answered, or, with ``grace_s``, after that many seconds at most (the rest are cut)."""
 
     def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 0, *,
-                 name: str = "coworkenv-http", grace_s: float | None = None) -> None:
+                 name: str = "coworkenv-http", grace_s: float | None = None,
+                 lifespan: bool = False, max_message_bytes: int = 1 << 20) -> None:
         import uvicorn
 
         self.app, self.name = app, name
         self._socket = bound_socket(host, port)
         self.server_address: tuple[str, int] = self._socket.getsockname()[:2]
         self._server = uvicorn.Server(uvicorn.Config(
-            app, log_level="warning", lifespan="off",
+            app, log_level="warning", lifespan="on" if lifespan else "off",
+            ws_max_size=max_message_bytes, ws_per_message_deflate=False,
             timeout_graceful_shutdown=None if grace_s is None else max(1, round(grace_s))))
 
     def serve_forever(self) -> None:
@@ -59,3 +67,176 @@ class AppServer:
 
     def server_close(self) -> None:
         self._socket.close()
+
+
+@dataclass(frozen=True)
+class EdgeLimits:
+    """What one client may take of a server (:func:`guard`): a request body, a WebSocket
+    message, a request's time, an idle session, connections from one address, the ``Host``
+    names answered."""
+
+    max_body_bytes: int = 1 << 20
+    """An HTTP request body larger than this is refused (413) before the app reads it."""
+    max_message_bytes: int = 1 << 20
+    """A WebSocket message larger than this closes the connection (1009)."""
+    request_timeout_s: float = 120.0
+    """An HTTP request not answered within this is answered 504 and its work cancelled."""
+    session_idle_s: float = 300.0
+    """A session with no request for this long expires (its episode ends ``abandoned``)."""
+    max_per_client: int | None = None
+    """WebSocket connections open at once from one address (None: only the server's cap)."""
+    allowed_hosts: tuple[str, ...] | None = None
+    """``Host`` header names answered (None: any); others get 421 (DNS rebinding)."""
+
+    def __post_init__(self) -> None:
+        for name in ("max_body_bytes", "max_message_bytes", "request_timeout_s",
+                     "session_idle_s"):
+            value = getattr(self, name)
+            if not (value > 0 and math.isfinite(value)):
+                raise ValueError(f"{name}: expected a positive number, got {value!r}")
+        if self.max_per_client is not None and self.max_per_client < 1:
+            raise ValueError(f"max_per_client: expected at least 1, got {self.max_per_client}")
+
+
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+def guard(app: Any, failure: Callable[[], BaseException | None],
+          limits: EdgeLimits | None = None) -> Any:
+    """``app`` behind the limits of :class:`EdgeLimits`, and with ``GET /health`` answered 503
+    (with the reason) once ``failure()`` says the server can no longer do its work."""
+    return _Edge(app, failure, limits or EdgeLimits())
+
+
+class _Edge:
+    def __init__(self, app: Any, failure: Callable[[], BaseException | None],
+                 limits: EdgeLimits) -> None:
+        self.app, self.failure, self.limits = app, failure, limits
+        self._clients: dict[str, int] = {}
+
+    def __getattr__(self, name: str) -> Any:  # (the wrapped app's own attributes: routes, ...)
+        return getattr(self.app, name)
+
+    async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
+        kind = scope.get("type")
+        if kind not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        if not self._host_allowed(scope):
+            if kind == "http":
+                await _answer(send, 421, {"error": "unknown Host header"})
+            else:
+                await receive()
+                await send({"type": "websocket.close", "code": 1008})
+            return
+        if kind == "http":
+            await self._http(scope, receive, send)
+        else:
+            await self._websocket(scope, receive, send)
+
+    def _host_allowed(self, scope: dict[str, Any]) -> bool:
+        allowed = self.limits.allowed_hosts
+        if allowed is None:
+            return True
+        host = dict(scope.get("headers") or []).get(b"host", b"").decode("latin-1")
+        name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+        return name.strip("[]").lower() in allowed
+
+    async def _http(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
+        limits = self.limits
+        if scope.get("path") == "/health":
+            failure = self.failure()
+            if failure is not None:
+                await _answer(send, 503, {"status": "unhealthy",
+                                          "error": f"{type(failure).__name__}: {failure}"[:500]})
+                return
+        headers = dict(scope.get("headers") or [])
+        length = headers.get(b"content-length")
+        if length is not None and (not length.isdigit() or int(length) > limits.max_body_bytes):
+            await _answer(send, 413, {"error": f"request body over {limits.max_body_bytes} "
+                                               f"bytes"})
+            return
+        body, more = bytearray(), True
+        while more:  # (read here, bounded: the app gets it whole)
+            message = await receive()
+            if message["type"] != "http.request":
+                return  # the client left
+            body += message.get("body", b"")
+            more = bool(message.get("more_body"))
+            if len(body) > limits.max_body_bytes:
+                await _answer(send, 413, {"error": f"request body over "
+                                                   f"{limits.max_body_bytes} bytes"})
+                return
+        sent_body = False
+
+        async def replay() -> dict[str, Any]:
+            nonlocal sent_body
+            if not sent_body:
+                sent_body = True
+                return {"type": "http.request", "body": bytes(body), "more_body": False}
+            return await receive()
+
+        started = False
+
+        async def watch(message: dict[str, Any]) -> None:
+            nonlocal started
+            started = True
+            await send(message)
+
+        try:
+            with anyio.fail_after(limits.request_timeout_s):
+                await self.app(scope, replay, watch)
+        except TimeoutError:
+            if not started:
+                await _answer(send, 504, {"error": f"not answered within "
+                                                   f"{limits.request_timeout_s:g} s"})
+
+    async def _websocket(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
+        client = str((scope.get("client") or ("?",))[0])
+        cap = self.limits.max_per_client
+        if cap is not None and self._clients.get(client, 0) >= cap:
+            await receive()  # (the connect)
+            await send({"type": "websocket.close", "code": 1013,
+                        "reason": f"{cap} sessions from {client} already open"})
+            return
+        self._clients[client] = self._clients.get(client, 0) + 1
+
+        async def checked() -> dict[str, Any]:
+            """Messages that are JSON objects reach the app; anything else is answered
+            with an error and the session goes on."""
+            while True:
+                message = await receive()
+                if message.get("type") != "websocket.receive":
+                    return message
+                raw = message.get("text")
+                if raw is None:
+                    try:
+                        raw = bytes(message.get("bytes") or b"").decode()
+                    except UnicodeDecodeError:
+                        raw = ""
+                try:
+                    shape_ok = isinstance(json.loads(raw), dict)
+                except ValueError:
+                    shape_ok = False
+                if shape_ok:
+                    return {"type": "websocket.receive", "text": raw}
+                await send({"type": "websocket.send", "text": json.dumps({
+                    "type": "error", "data": {"code": "INVALID_JSON", "message":
+                                              "expected a JSON object with a `type`"}})})
+
+        try:
+            await self.app(scope, checked, send)
+        finally:
+            left = self._clients.get(client, 1) - 1
+            if left:
+                self._clients[client] = left
+            else:
+                self._clients.pop(client, None)
+
+
+async def _answer(send: Send, status: int, body: dict[str, Any]) -> None:
+    data = json.dumps(body).encode()
+    await send({"type": "http.response.start", "status": status, "headers": [
+        (b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]})
+    await send({"type": "http.response.body", "body": data})

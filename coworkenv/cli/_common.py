@@ -6,14 +6,16 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
 from rich.markup import escape
+
+T = TypeVar("T")
 
 EXIT_CODES = ("Exit codes: 0 everything scheduled ran (an agent that scores 0 is not an error); "
               "1 some episodes failed at the simulator's boundaries, or a generator produced "
@@ -75,6 +77,15 @@ def fail(message: str, code: int = 2) -> typer.Exit:
     to raise."""
     err.print(f"[red]error:[/red] {escape(as_flags(message))}")
     return typer.Exit(code)
+
+
+def bind_or_fail(make: Callable[[], T], host: str, port: int) -> T:
+    """``make()``, a server that binds its socket when made: an address in use or not this
+    host's is one line and exit 2, before anything is served or recorded."""
+    try:
+        return make()
+    except OSError as exc:
+        raise fail(f"--host {host} --port {port}: {exc.strerror or exc}") from None
 
 
 def toolset(value: str | None) -> list[str] | None:

@@ -22,6 +22,7 @@ from ._common import (
     EXIT_CODES,
     Column,
     app,
+    bind_or_fail,
     console,
     err,
     fail,
@@ -557,24 +558,39 @@ def serve_env(
     max_sessions: Annotated[int, typer.Option(min=1, help="Concurrent OpenEnv sessions")] = 64,
     agent_name: Annotated[str, typer.Option(help="The agents' name on record (e.g. the "
                                             "trainer and model)")] = "openenv",
+    session_idle_s: Annotated[float, typer.Option(
+        min=1, help="A session with no request for this many seconds expires (its episode "
+        "ends `abandoned`)")] = 300.0,
+    max_per_client: Annotated[int | None, typer.Option(
+        min=1, help="Sessions open at once from one address (default: --max-sessions)")] = None,
+    request_timeout_s: Annotated[float, typer.Option(
+        min=1, help="An HTTP request not answered in this many seconds gets 504")] = 120.0,
+    max_body_bytes: Annotated[int, typer.Option(
+        min=1024, help="Largest HTTP request body and WebSocket message")] = 1 << 20,
 ) -> None:
     """Serve tasks as an OpenEnv environment (openenv-core): each client session resets to a
     task (`reset(task_id=...)`), acts with MCP tool calls (the task's tools, send_message, wait,
     finish) and gets what the agent is told, `done` and the reward (the grade's score at the
     end). Every session is an episode recorded in --db (one run); Ctrl-C ends the open ones,
     graded."""
+    from ..http_server import AppServer, EdgeLimits
     from ..serve.openenv import create_app
     from ..sim import RunConfigError, builtin_tasks
 
     writable_db(db)
     loaded = load(tasks) if tasks else builtin_tasks()
+    limits = EdgeLimits(max_body_bytes=max_body_bytes, max_message_bytes=max_body_bytes,
+                        request_timeout_s=request_timeout_s, session_idle_s=session_idle_s,
+                        max_per_client=max_per_client)
     try:
         web, sessions = create_app(loaded, db, run_id=run_id, tools=toolset(tools),
-                                   max_sessions=max_sessions, agent_name=agent_name)
+                                   max_sessions=max_sessions, agent_name=agent_name,
+                                   limits=limits)
     except RunConfigError as exc:
         raise fail(str(exc)) from None
-    import uvicorn
-
+    server = bind_or_fail(lambda: AppServer(web, host, port, name="coworkenv-serve-env",
+                                            lifespan=True, max_message_bytes=max_body_bytes),
+                          host, port)
     console.print(f"serving {len(loaded)} task(s) as an OpenEnv environment at "
                   f"http://{host}:{port} (run {sessions.sessions.run_id}, recorded in {db})",
                   highlight=False)
@@ -586,7 +602,12 @@ def serve_env(
     signal.signal(signal.SIGTERM, stop)
     with contextlib.suppress(KeyboardInterrupt):  # (the app's lifespan ends the open
         # sessions, graded, and finishes the run)
-        uvicorn.run(web, host=host, port=port, log_level="warning", lifespan="on",
-                    ws_per_message_deflate=False)
+        server.serve_forever()
+    server.server_close()
+    failure = sessions.failure
+    if failure is not None:
+        raise fail(f"run {sessions.sessions.run_id}: the server stopped recording episodes "
+                   f"({type(failure).__name__}: {failure}); what was committed is in {db}",
+                   code=1)
     console.print(f"run {sessions.sessions.run_id} finished; episodes recorded in {db}",
                   highlight=False)

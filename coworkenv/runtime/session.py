@@ -29,18 +29,19 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import anyio
 import anyio.abc
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from pydantic import Field, TypeAdapter, ValidationError
 
 from ..agents.chat import agent_tools, opening, render_incoming
 from ..bus import Bus, Envelope, MemoryBus
 from ..sim.actor import Actor, ActorContext
 from ..sim.clock import make_clock
 from ..sim.episode import EpisodeKernel, EpisodeResult, EpisodeSpec
-from ..sim.errors import RunConfigError
+from ..sim.errors import RunConfigError, SessionFailedError
 from ..sim.grading import GradeWeights
 from ..sim.task import Task, task_toolset
 from ..store import EventStore
@@ -96,6 +97,23 @@ class Action:
                 "code": "invalid_arguments",
                 "message": "send_message needs `to` (a person id) and `text`"}})
         return None
+
+
+SEED_MAX = 2**63 - 1
+_SEED = TypeAdapter(Annotated[int, Field(strict=True, ge=0, le=SEED_MAX)])
+
+
+def check_seed(seed: object) -> int | None:
+    """``seed`` as an episode takes it (None: the session's own), or a
+    :class:`RunConfigError` that says what was expected: an integer from 0 to 2**63-1 (what
+    SQLite stores as an integer), never a string, a float or a boolean."""
+    if seed is None:
+        return None
+    try:
+        return int(_SEED.validate_python(seed))
+    except ValidationError:
+        raise RunConfigError(f"seed: expected an integer from 0 to 2**63-1, got "
+                             f"{str(seed)[:40]!r} ({type(seed).__name__})") from None
 
 
 EPISODE_OVER = json.dumps({"ok": False, "error": {
@@ -187,8 +205,9 @@ class SessionAgent(Actor):
             if action.kind == "end" and text:
                 ctx.say(self.user, text, as_text=True)
             summary = action.arguments.get("summary")
+            left = {"abandoned": True} if action.arguments.get("abandoned") is True else {}
             ctx.finish(str(summary or ("" if action.kind == "finish" else "session ended")),
-                       call_id=call_id)
+                       call_id=call_id, **left)
 
 
 class Session:
@@ -214,6 +233,8 @@ class Session:
         """Start an episode of ``task`` (a task or the id of one the host holds); return the
         opening (system prompt and task) and anything else told before the first decision.
         A session that is still running is finished first."""
+        seed = check_seed(seed)
+        self.host.check_healthy()
         if self.kernel is not None and not self.done:
             await self.close()
         if self.agent is not None:
@@ -226,13 +247,23 @@ class Session:
                                 seed if seed is not None else _seed(self.host.run_id, t.id, n),
                                 self.host.agent_name, self.host.role, self.host.tools)
         self.agent = SessionAgent()
+        self.host._sessions.add(self)  # (open again: the host ends it if the caller does not)
         self.kernel = EpisodeKernel(self.spec, bus=self.host.bus, store=self.host.store,
                                     agent=self.agent, cast=self.host.cast(t),
                                     clock=make_clock("virtual"), weights=self.host.weights)
         self.host._start(self)
         told = await self._next()
         assert self.agent is not None
+        self._raise_failure()
         return Observation([*self.agent.opening, *(told or [])], done=told is None)
+
+    def _raise_failure(self) -> None:
+        """An episode the simulator could not carry (its kernel raised, or the store stopped
+        recording) ends in an error for its caller, never in a reward."""
+        if self.error is not None:
+            raise SessionFailedError(f"episode {self.spec.episode_id if self.spec else '?'} "
+                                     f"failed in the simulator: {_said(self.error)}") \
+                from self.error
 
     async def _run(self) -> None:
         assert self.kernel is not None
@@ -241,8 +272,9 @@ class Session:
         agent, ended = self.agent, self._ended
         try:
             self.result = await self.kernel.run()
-        except Exception as exc:  # (this session fails; the others go on)
+        except Exception as exc:  # (this session fails; the host is unhealthy from now on)
             self.error = exc
+            self.host._failed(exc)
         finally:
             ended.set()
             agent.end()
@@ -263,6 +295,7 @@ class Session:
         if self.kernel is None or self.agent is None:
             raise RunConfigError("session: reset() starts an episode before step()")
         if self.done:
+            self._raise_failure()
             return Observation([], done=True), 0.0, True, {**self.state(),
                                                            "error": "episode_over"}
         await self.agent.actions.send(action)
@@ -270,6 +303,8 @@ class Session:
             self.steps += 1
         told = await self._next()
         if told is None:  # ended: whatever was rendered but not yet handed over
+            self._raise_failure()
+            await self.host.recorded()  # (a reward only once it is on record)
             told, self.agent.buffer = self.agent.buffer, []
             return Observation(told, done=True), self._reward(), True, self.state()
         return Observation(told), 0.0, False, self.state()
@@ -292,17 +327,19 @@ class Session:
                        passed=r.passed, failure=r.failure)
         return out
 
-    async def close(self, text: str = "") -> EpisodeResult:
+    async def close(self, text: str = "", *, abandoned: bool = False) -> EpisodeResult:
         """End the episode (if the agent did not: ``text`` goes to the user) and return its
-        graded result."""
+        graded result. ``abandoned``: the caller left without finishing (a client gone, an
+        idle session expired): the episode ends with termination ``abandoned``."""
         if self.kernel is None or self.agent is None or self._ended is None:
             raise RunConfigError("session: reset() starts an episode before close()")
         ended = self._ended
+        last = Action("end", "", {"text": text, **({"abandoned": True} if abandoned else {})})
         if not self.done:
             with anyio.CancelScope(shield=True):
                 async with anyio.create_task_group() as tg:
                     async def end() -> None:
-                        await self.agent.actions.send(Action.end(text))  # type: ignore[union-attr]
+                        await self.agent.actions.send(last)  # type: ignore[union-attr]
 
                     async def drain() -> None:  # (an observation may be waiting: drop it)
                         with contextlib.suppress(anyio.EndOfStream, anyio.ClosedResourceError):
@@ -314,6 +351,7 @@ class Session:
                     await ended.wait()
                     tg.cancel_scope.cancel()
         self.agent.close()
+        self.host._sessions.discard(self)
         if self.error is not None:
             raise self.error
         assert self.result is not None
@@ -359,7 +397,8 @@ class Sessions:
         self.store = EventStore(self.db)
         self._counter = itertools.count()
         self._tg: anyio.abc.TaskGroup | None = None
-        self._sessions: list[Session] = []
+        self._sessions: set[Session] = set()  # (open ones: a closed session is let go)
+        self._failure: BaseException | None = None
 
     def _fit(self, task: Task) -> Task:
         """A session waits on its caller between actions: a wall budget that fits it."""
@@ -393,8 +432,36 @@ class Sessions:
         if self._tg is None:
             raise RunConfigError("sessions: open the host first (async with Sessions(...))")
         s = Session(self)
-        self._sessions.append(s)
+        self._sessions.add(s)
         return s
+
+    @property
+    def failure(self) -> BaseException | None:
+        """Why sessions can no longer be trusted to be recorded (None: they can): the store's
+        writer stopped, or an episode failed inside the simulator. A server turns it into an
+        unhealthy ``/health``, errors to its clients and a non-zero exit."""
+        return self.store.failure or self._failure
+
+    def _failed(self, exc: BaseException) -> None:
+        if self._failure is None:
+            self._failure = exc
+
+    async def recorded(self) -> None:
+        """Wait until what was written so far is committed; raise
+        :class:`SessionFailedError` if it cannot be."""
+        self.check_healthy()
+        try:
+            await self.store.flush()
+        except Exception:
+            self.check_healthy()
+            raise
+
+    def check_healthy(self) -> None:
+        """Raise :class:`SessionFailedError` once :attr:`failure` is set."""
+        failure = self.failure
+        if failure is not None:
+            raise SessionFailedError(f"the session host can no longer record episodes in "
+                                     f"{self.db}: {_said(failure)}") from failure
 
     async def _admit(self, task: Task | str) -> Task:
         t = self.task(task) if isinstance(task, str) else self.tasks.setdefault(
@@ -427,9 +494,10 @@ class Sessions:
     async def __aexit__(self, *exc: Any) -> None:
         try:
             with anyio.CancelScope(shield=True):
-                for s in self._sessions:  # every episode ends recorded and graded
-                    if s.kernel is not None and not s.done:
-                        await s.close()
+                for s in list(self._sessions):  # every episode ends recorded and graded
+                    if s.kernel is not None and not s.done:  # (left open: abandoned)
+                        with contextlib.suppress(Exception):  # (on record: self.failure)
+                            await s.close(abandoned=True)
                     elif s.agent is not None:
                         s.agent.close()
             await self._stack.__aexit__(*exc)
@@ -440,6 +508,15 @@ class Sessions:
             finally:
                 await self.store.__aexit__(*exc)
                 await self.bus.__aexit__(*exc)
+
+
+def _said(exc: BaseException) -> str:
+    """An exception and its cause in one line."""
+    text = f"{type(exc).__name__}: {exc}"
+    cause = exc.__cause__ or exc.__context__
+    if cause is not None and str(cause) not in text:
+        text += f" ({type(cause).__name__}: {cause})"
+    return text[:300]
 
 
 def _seed(run_id: str, task_id: str, n: int) -> int:

@@ -21,7 +21,9 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from ..runtime.session import Action, Observation, Session, Sessions
+from ..http_server import EdgeLimits, guard
+from ..runtime.session import Action, Observation, Session, Sessions, check_seed
+from ..sim.errors import RunConfigError, SessionFailedError
 
 
 def _import_openenv() -> None:
@@ -70,6 +72,7 @@ def environment_class(host: Any) -> type[Any]:
         SUPPORTS_CONCURRENT_SESSIONS = True
 
         def __init__(self) -> None:
+            self._busy = False  # (an action or reset in flight: one at a time per session)
             self._offered: list[dict[str, Any]] | None = None  # (tools not yet served)
             self._listed: list[dict[str, Any]] = []  # (this episode's tools)
             super().__init__(no_tools)
@@ -132,9 +135,29 @@ def environment_class(host: Any) -> type[Any]:
                 name=t["function"]["name"], description=t["function"].get("description") or "",
                 input_schema=t["function"]["parameters"]) for t in self._listed])
 
+        def _refused(self, name: str, message: str, invalid: bool = True) -> Any:
+            kind = ToolErrorType.INVALID_ARGS if invalid else ToolErrorType.EXECUTION_ERROR
+            return CallToolObservation(tool_name=name, error=ToolError(error_type=kind,
+                                                                       message=message))
+
         # reset ---------------------------------------------------------------------------
         async def reset_async(self, seed: int | None = None, episode_id: str | None = None,
                               task_id: str | None = None, **kwargs: Any) -> Any:
+            try:
+                seed = check_seed(seed)
+            except RunConfigError as exc:
+                return self._refused("reset", str(exc))
+            if self._busy:
+                return self._refused("reset", BUSY, invalid=False)
+            self._busy = True
+            try:
+                return await self._reset(seed, task_id)
+            except SessionFailedError as exc:  # (the host is unhealthy now: /health says so)
+                return self._refused("reset", str(exc), invalid=False)
+            finally:
+                self._busy = False
+
+        async def _reset(self, seed: int | None, task_id: str | None) -> Any:
             if not task_id:
                 return CallToolObservation(tool_name="reset", error=ToolError(
                     error_type=ToolErrorType.INVALID_ARGS,
@@ -144,6 +167,7 @@ def environment_class(host: Any) -> type[Any]:
                     error_type=ToolErrorType.INVALID_ARGS,
                     message=f"task_id {task_id!r} is not among the server's "
                             f"{len(host.sessions.tasks)} tasks"))
+            host.sessions.check_healthy()
             if self.session is not None and not self.session.done:
                 await host.acall(self.session.close())
             self.session = session = host.sessions.session()
@@ -173,7 +197,15 @@ def environment_class(host: Any) -> type[Any]:
                 return CallToolObservation(tool_name=name, error=ToolError(
                     error_type=ToolErrorType.INVALID_ARGS,
                     message=json.loads(problem)["error"]["message"]))
-            obs, reward, done, _ = await host.acall(session.step(action))
+            if self._busy:  # (two clients on one session: the second is told, not left waiting)
+                return self._refused(name, BUSY, invalid=False)
+            self._busy = True
+            try:
+                obs, reward, done, _ = await host.acall(session.step(action))
+            except SessionFailedError as exc:
+                return self._refused(name, str(exc), invalid=False)
+            finally:
+                self._busy = False
             return CallToolObservation(tool_name=name, result=_payload(obs, session),
                                        done=done, reward=reward)
 
@@ -194,12 +226,19 @@ def environment_class(host: Any) -> type[Any]:
                          **{k: v for k, v in s.items() if k not in ("episode_id", "steps")})
 
         def close(self) -> None:
-            if self.session is not None and not self.session.done:
-                host.call(self.session.close())
+            """The client is gone (its WebSocket closed, its session expired or closed, or an
+            HTTP request's environment is done): an episode it left open ends ``abandoned``."""
+            session, self.session = self.session, None
+            if session is not None and not session.done:
+                host.close(session)
             self._offered = None  # (no server is built only to be closed)
             super().close()
 
     return CoworkEnvironment
+
+
+BUSY = ("this session is answering another request (one action at a time per session; "
+        "is a second client using its id?)")
 
 
 class LoopSessions:
@@ -211,6 +250,12 @@ class LoopSessions:
     def __init__(self, sessions: Sessions) -> None:
         self.sessions = sessions
         self.loop: asyncio.AbstractEventLoop | None = None
+        self._closing: set[asyncio.Future[Any]] = set()
+
+    @property
+    def failure(self) -> BaseException | None:
+        """What makes the server unhealthy (see :attr:`Sessions.failure`)."""
+        return self.sessions.failure
 
     async def acall(self, coro: Any) -> Any:
         return await coro
@@ -220,33 +265,90 @@ class LoopSessions:
             raise RuntimeError("the app is not serving (its lifespan has not started)")
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
 
+    def close(self, session: Session) -> None:
+        """End ``session`` as ``abandoned``, from the loop's thread or any other: on the loop
+        it goes on in the background (blocking there would stop the server: OpenEnv closes
+        an HTTP request's environment on the loop); from another thread this waits for it.
+        A failure is the host's (``failure``), not the closer's."""
+        if self.loop is None:
+            return  # (the lifespan's end closes every open session)
+        if _on(self.loop):
+            task = self.loop.create_task(self._close(session), name="coworkenv-session-close")
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
+            return
+        with contextlib.suppress(Exception):
+            self.call(self._close(session))
+
+    async def _close(self, session: Session) -> None:
+        with contextlib.suppress(Exception):  # (on record in self.failure)
+            await session.close(abandoned=True)
+
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Any) -> AsyncIterator[None]:
-        async with self.sessions:
+        """Open the sessions, then run the app's own start-up handlers (OpenEnv's idle-session
+        reaper is one: a lifespan replaces them); on shutdown the reverse. A store that failed
+        is not raised again here: ``failure`` holds it, and the server reports it."""
+        from ..store import StoreClosedError
+
+        async with contextlib.AsyncExitStack() as stack:
+            stack.push_async_exit(self._known_failure(StoreClosedError))
+            await stack.enter_async_context(self.sessions)
             self.loop = asyncio.get_running_loop()
             try:
+                for handler in app.router.on_startup:
+                    await _call(handler)
                 yield
             finally:
+                for handler in app.router.on_shutdown:
+                    await _call(handler)
+                if self._closing:
+                    await asyncio.gather(*self._closing, return_exceptions=True)
                 self.loop = None
+
+    def _known_failure(self, kind: type[BaseException]) -> Any:
+        async def exit_(et: Any, ev: Any, tb: Any) -> bool:
+            return isinstance(ev, kind) and self.failure is not None
+        return exit_
+
+
+async def _call(handler: Any) -> None:
+    out = handler()
+    if asyncio.iscoroutine(out):
+        await out
+
+
+def _on(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
 
 
 def create_app(tasks: list[Any], db: str | Path, *, run_id: str | None = None,
                tools: list[str] | None = None, max_sessions: int = 64,
-               agent_name: str = "openenv") -> tuple[Any, LoopSessions]:
+               agent_name: str = "openenv", limits: EdgeLimits | None = None,
+               ) -> tuple[Any, LoopSessions]:
     """The OpenEnv FastAPI app serving ``tasks``; its sessions run on the app's own loop
-    (opened by its lifespan: serve it with lifespan on, as uvicorn does by default)."""
+    (opened by its lifespan: serve it with lifespan on, as uvicorn does by default).
+    ``limits``: what a request, a message and a session may take (:class:`EdgeLimits`); an
+    idle session expires after ``limits.session_idle_s`` and its episode ends ``abandoned``."""
     _import_openenv()
     from openenv.core.env_server.http_server import create_fastapi_app
     from openenv.core.env_server.mcp_types import CallToolAction, CallToolObservation
+    from openenv.core.env_server.types import ConcurrencyConfig
 
+    limits = limits or EdgeLimits()
     host = LoopSessions(Sessions(db, tasks=tasks, run_id=run_id, agent_name=agent_name,
                                  tools=tools, source="openenv", wall_timeout_s=3600.0))
     env = environment_class(host)
     app = create_fastapi_app(env, CallToolAction, CallToolObservation,
-                             max_concurrent_envs=max_sessions)
+                             concurrency_config=ConcurrencyConfig(
+                                 max_concurrent_envs=max_sessions,
+                                 session_timeout=limits.session_idle_s))
     app.router.lifespan_context = host.lifespan
     app.add_middleware(QuietDisconnects)
-    return app, host
+    return guard(app, lambda: host.failure, limits), host
 
 
 class QuietDisconnects:

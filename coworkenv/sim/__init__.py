@@ -10,6 +10,7 @@ from .errors import (
     HeldOutError,
     RunConfigError,
     RunInterrupted,
+    SessionFailedError,
     SimError,
     TaskFileError,
 )
@@ -48,6 +49,7 @@ __all__ = [
     "RunConfigError",
     "RunInterrupted",
     "RunOptions",
+    "SessionFailedError",
     "SimError",
     "Task",
     "TaskFileError",

@@ -385,8 +385,8 @@ class EpisodeKernel:
     def _to_kernel(self, d: _Delivery) -> None:
         """An envelope for the kernel itself (recorded already): the agent's ``finish``, the
         user's ``satisfied``; a simulation adds its own kinds."""
-        if d.kind == "finish":
-            self._stop = "agent_finished"
+        if d.kind == "finish":  # (a session whose client left ends as ``abandoned``)
+            self._stop = "abandoned" if d.payload.get("abandoned") is True else "agent_finished"
         elif d.kind == "satisfied":
             self._stop = "user_satisfied"
 

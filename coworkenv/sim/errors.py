@@ -5,6 +5,8 @@
     ├── EpisodeFailure    a failure inside one episode, attributed to one boundary
     ├── RunConfigError    a bad combination of run options
     ├── HeldOutError      training data asked of tasks that are held out (the benchmark)
+    ├── SessionFailedError  a session the simulator could not carry (its episode raised, the
+    │                     store stopped recording): an error for its client, never a reward
     └── RunInterrupted    a run stopped early on request (a signal); what finished is recorded
 """
 
@@ -41,6 +43,11 @@ class EpisodeFailure(SimError):
 
 class RunConfigError(SimError):
     pass
+
+
+class SessionFailedError(SimError):
+    """A session the simulator could not carry: its episode raised inside the simulator, or
+    the store stopped recording. Its client gets this error, never a reward."""
 
 
 class HeldOutError(SimError):

@@ -211,6 +211,12 @@ class EventStore:
         if self._error is not None:
             raise StoreClosedError(f"{self.path}: the writer failed") from self._error
 
+    @property
+    def failure(self) -> BaseException | None:
+        """What stopped the writer (None while it writes): once set, nothing more is recorded
+        and every later write raises :class:`StoreClosedError`."""
+        return self._error
+
     def statistics(self) -> WriterStatistics:
         return WriterStatistics(self._pending_rows, self._max_queue, self._batches, self._rows,
                                 self._commit_seconds)
