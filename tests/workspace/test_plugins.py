@@ -267,7 +267,7 @@ def test_the_agreement_benchmark_says_what_it_needs_without_tau2() -> None:
     assert done.returncode == 2, done.stderr
     assert "needs tau2-bench in its own Python 3.12 venv" in done.stderr
     assert "--tau2-python" in done.stderr
-    report = (ROOT / "docs" / "tau2_agreement.md").read_text()
+    report = (ROOT / "docs" / "design" / "tau2_agreement.md").read_text()
     assert "| final database, gold trajectories |" in report
 
 
