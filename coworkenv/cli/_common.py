@@ -205,15 +205,24 @@ def known_episode(reader: Any, episode: str | None, option: str = "--episode") -
         raise fail(str(exc)) from None
 
 
-def open_reader(db: Path | list[Path]) -> Any:
+def open_reader(db: Path | list[Path], *, checked: bool = False) -> Any:
     """A reader of the store ``db`` (or of several shards read together); what is wrong with
-    it (missing, a folder, not a store) is the one line the store says, under ``--db``."""
+    it (missing, a folder, not a store) is the one line the store says, under ``--db``.
+    ``checked``: its files' integrity too (SQLite's quick_check), for a command that reports
+    on the whole store."""
     from ..store import Reader, StoreError
 
     try:
-        return Reader(db if isinstance(db, Path) or len(db) != 1 else db[0])
+        reader = Reader(db if isinstance(db, Path) or len(db) != 1 else db[0])
     except StoreError as exc:  # (its message starts with the path)
         raise fail(f"--db {exc}") from None
+    if checked:
+        try:
+            reader.check_integrity()
+        except StoreError as exc:
+            reader.close()
+            raise fail(f"--db {exc}") from None
+    return reader
 
 
 def reachable(base_url: str | None, option: str = "--base-url") -> None:

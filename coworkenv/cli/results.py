@@ -271,7 +271,7 @@ def eval_(
     named = _named_sets(sets or [])
     dbl = _dbs(dbs)
     db = db_label(dbl)
-    reader = open_reader(dbl)
+    reader = open_reader(dbl, checked=True)
     with reader:
         if episode is not None:
             _show_episode(reader, episode)

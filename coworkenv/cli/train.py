@@ -50,7 +50,7 @@ def export_sft_cmd(
     from ..training.export import NothingToExportError
 
     output_folder(out, "--out")
-    with open_reader(db) as r:
+    with open_reader(db, checked=True) as r:
         if run_id is not None:
             run_id = known_run(r, run_id, db) if run_id is not None else None
     try:
@@ -96,7 +96,7 @@ def export_rl_cmd(
         assert db is not None
         from ..training.export import simulation_agents
 
-        with open_reader(db) as r:
+        with open_reader(db, checked=True) as r:
             rid = known_run(r, run_id, db)
             specs = r.task_specs(rid)
             if agent is not None:

@@ -108,6 +108,12 @@ def shard_files(sources: Iterable[str | Path]) -> list[Path]:
             out.append(p)
         else:
             raise NotFoundError(f"{p}: no such file or folder")
+    named = {Path(s) for s in sources if Path(s).is_file()}
+    empty = [p for p in out if p in named and (p.stat().st_size == 0 or blank_store(p))]
+    if empty:  # (one named by hand is a mistake to say; blank ones in a folder are skipped)
+        raise SchemaError(f"{empty[0]}: an empty store file ("
+                          f"{'0 bytes' if empty[0].stat().st_size == 0 else 'no schema'}), "
+                          "nothing to read or merge; leave it out")
     blank = [p for p in out if blank_store(p)]
     if blank and len(blank) == len(out):
         raise NotFoundError(f"{', '.join(map(str, blank))}: blank store file(s), nothing to "
@@ -122,8 +128,22 @@ def shard_files(sources: Iterable[str | Path]) -> list[Path]:
     return unique
 
 
+def check_integrity(conn: sqlite3.Connection, where: str, schema: str = "main") -> None:
+    """SQLite's ``PRAGMA quick_check`` of an open store: a damaged file (pages overwritten,
+    cut short) is a :class:`SchemaError` naming it and SQLite's first finding."""
+    try:
+        found = [r[0] for r in conn.execute(f"PRAGMA {schema}.quick_check(3)")]
+    except sqlite3.DatabaseError as exc:
+        found = [str(exc)]
+    if found != ["ok"]:
+        said = [x.strip() for f in found for x in str(f).splitlines()
+                if x.strip() and not x.startswith("***")] or ["quick_check failed"]
+        raise SchemaError(f"{where}: damaged ({said[0]}); it cannot be read or merged as it "
+                          "is (`sqlite3 FILE .recover` may save what is left)")
+
+
 def open_shard(path: str | Path) -> sqlite3.Connection:
-    """A read-only connection to a shard of this schema version."""
+    """A read-only connection to a shard of this schema version, integrity checked."""
     p = Path(path)
     conn = sqlite3.connect(f"file:{p.absolute()}?mode=ro", uri=True)
     try:
@@ -132,6 +152,11 @@ def open_shard(path: str | Path) -> sqlite3.Connection:
     except sqlite3.DatabaseError as exc:
         conn.close()
         raise SchemaError(f"{p}: not an SQLite database ({exc})") from None
+    try:
+        check_integrity(conn, str(p))
+    except SchemaError:
+        conn.close()
+        raise
     if version != SCHEMA_VERSION:
         conn.close()
         raise SchemaError(f"{p}: schema version {version}; merging needs version "
@@ -141,21 +166,38 @@ def open_shard(path: str | Path) -> sqlite3.Connection:
 
 
 def merge_stores(shards: Sequence[str | Path], into: str | Path) -> MergeStats:
-    """Merge store files (or folders of them) into ``into`` (created if missing)."""
+    """Merge store files (or folders of them) into ``into`` (created if missing). All or
+    nothing: every shard is opened and integrity checked before anything is written, and the
+    shards are merged in one transaction, so a damaged or conflicting shard anywhere in the
+    list leaves the target as it was."""
     files = shard_files(shards)
     target = Path(into)
-    stats = MergeStats()
-    start = time.perf_counter()
-    with writable_store(target) as dst:
+    for f in files:
+        if target.exists() and f.resolve() == target.resolve():
+            raise MergeConflictError(f"{f}: is the target itself; name another file with "
+                                     "into")
+    sources = []
+    try:
         for f in files:
-            if f.resolve() == target.resolve():
-                raise MergeConflictError(f"{f}: is the target itself; name another file with "
-                                         "into")
-            src = open_shard(f)
+            sources.append(open_shard(f))
+        stats = MergeStats()
+        start = time.perf_counter()
+        with writable_store(target) as dst:
+            dst.execute("BEGIN IMMEDIATE")
             try:
-                merge_connection(src, dst, str(f), str(target), stats)
-            finally:
-                src.close()
+                for f, src in zip(files, sources, strict=True):
+                    try:
+                        merge_connection(src, dst, str(f), str(target), stats,
+                                         transaction=False)
+                    except sqlite3.DatabaseError as exc:
+                        raise SchemaError(f"{f}: cannot be read ({exc})") from None
+                dst.execute("COMMIT")
+            except BaseException:
+                dst.execute("ROLLBACK")
+                raise
+    finally:
+        for src in sources:
+            src.close()
     stats.seconds = time.perf_counter() - start
     return stats
 
@@ -182,11 +224,13 @@ def writable_store(path: str | Path) -> Iterator[sqlite3.Connection]:
 
 
 def merge_connection(src: sqlite3.Connection, dst: sqlite3.Connection, where: str,
-                     target: str, stats: MergeStats) -> None:
-    """Merge one open shard into an open target, in one transaction."""
+                     target: str, stats: MergeStats, *, transaction: bool = True) -> None:
+    """Merge one open shard into an open target, in one transaction (``transaction=False``:
+    in the caller's)."""
     shard: dict[str, Any] = {"shard": where, "added": 0, "replaced": 0, "same": 0, "kept": 0,
                              "events": 0}
-    dst.execute("BEGIN IMMEDIATE")
+    if transaction:
+        dst.execute("BEGIN IMMEDIATE")
     try:
         stats.runs_added += _merge_runs(src, dst, where, target)
         stats.tasks_added += _merge_tasks(src, dst, where, target)
@@ -221,9 +265,11 @@ def merge_connection(src: sqlite3.Connection, dst: sqlite3.Connection, where: st
             if _hash_of(dst, eid)[1] != digest:
                 raise MergeConflictError(f"{where}: episode {eid!r} reads back from {target} "
                                          "with other events than the shard's")
-        dst.execute("COMMIT")
+        if transaction:
+            dst.execute("COMMIT")
     except BaseException:
-        dst.execute("ROLLBACK")
+        if transaction:
+            dst.execute("ROLLBACK")
         raise
     stats.shards += 1
     stats.episodes_added += shard["added"]

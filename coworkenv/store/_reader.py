@@ -10,6 +10,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from ._merge import check_integrity
 from ._records import EpisodeRecord, EventRecord
 from ._schema import SCHEMA_VERSION
 from ._writer import EventStore
@@ -75,6 +76,15 @@ class Reader:
             raise SchemaError(f"{self.where}: schema version {version}; this coworkenv reads "
                               f"1..{SCHEMA_VERSION}")
 
+    def check_integrity(self) -> None:
+        """SQLite's ``quick_check`` of every file read (:class:`SchemaError` naming a damaged
+        one): what a command that reads a whole store runs before it reports on it."""
+        if len(self.shards) == 1:
+            check_integrity(self.conn, self.where)
+        else:
+            for i, f in enumerate(self.shards):
+                check_integrity(self.conn, f, f"s{i}")
+
     def _open_shards(self, files: list[Path]) -> None:
         """Several shards as one store: each attached read-only, every table a view over
         all of them (runs and task specs reconciled as a merge would)."""
@@ -95,6 +105,7 @@ class Reader:
                 if version != SCHEMA_VERSION:
                     raise SchemaError(f"{f}: schema version {version}; shards are read "
                                       f"together at version {SCHEMA_VERSION} only")
+                check_integrity(self.conn, str(f), f"s{i}")
             for table, shape in _SHARD_VIEWS.items():
                 union = " UNION ALL ".join(f"SELECT * FROM s{i}.{table}"
                                            for i in range(len(files)))

@@ -4,6 +4,7 @@ several shard files at once (eval, replay, view over shards equal to over their 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -16,7 +17,6 @@ from coworkenv.runtime import RunConfig, run
 from coworkenv.store import (
     MAX_SHARDS,
     MergeConflictError,
-    NotFoundError,
     Reader,
     SchemaError,
     events_hash,
@@ -98,8 +98,8 @@ def test_merge_refuses_the_same_episode_with_other_events(shards: list[Path],
         c.execute("UPDATE episodes SET events_hash=? WHERE episode_id=?", (digest, eid))
     with pytest.raises(MergeConflictError, match=f"episode '{eid}'.*merge refused"):
         merge_stores([shards[1], other], into)
-    # the refused shard left nothing; the one before it merged whole
-    assert _counts(into)["episodes"] == counts["episodes"] + len(_episodes(shards[1]))
+    # all or nothing: the refused shard left nothing, nor did the one listed before it
+    assert _counts(into) == counts
     assert _episodes(into)[eid] == _episodes(shards[0])[eid]
 
 
@@ -210,7 +210,8 @@ def test_a_blank_shard_is_left_out(shards: list[Path], tmp_path: Path) -> None:
         assert len(r.shards) == 2 and str(blank) not in r.shards
     stats = merge_stores([d], tmp_path / "m.db")
     assert stats.shards == 2 and _episodes(tmp_path / "m.db") == _episodes(list(shards))
-    with pytest.raises(NotFoundError, match=r"host-0-vm-1\.db: blank store file"):
+    with pytest.raises(SchemaError, match=r"host-0-vm-1\.db: an empty store file \(no "
+                       r"schema\)"):  # (named by hand: a mistake to say)
         merge_stores([blank], tmp_path / "n.db")
     bad = d / "other.db"  # a file of another kind is not blank: it is refused
     bad.write_text("not a store")
@@ -267,3 +268,44 @@ def test_view_and_regrade_read_shards_together(shards: list[Path], tmp_path: Pat
     total = sum(1 for s, _, _ in _episodes(copies).values() if s == "completed")
     assert f"regraded {total} episode(s): 0 changed" in p.stdout
     assert {f: _counts(f) for f in copies} == before  # each grade rewritten in its own shard
+
+
+def _torn(src: Path, dest: Path) -> Path:
+    """A copy of ``src`` with pages in its middle overwritten (a disk or a copy gone wrong)."""
+    data = bytearray(src.read_bytes())
+    middle = len(data) // 2 // 4096 * 4096
+    data[middle:middle + 3 * 4096] = bytes(range(256)) * 48
+    dest.write_bytes(bytes(data))
+    return dest
+
+
+def test_a_merge_is_all_or_nothing_and_damaged_shards_are_one_line(shards: list[Path],
+                                                                    tmp_path: Path) -> None:
+    """A shard with torn pages, or of 0 bytes, listed after good ones: nothing is merged (the
+    good ones neither), and the command says which file in one line, exit 2."""
+    torn = _torn(shards[1], tmp_path / "torn.db")
+    empty = tmp_path / "empty.db"
+    empty.write_bytes(b"")
+    for bad, says in ((torn, "torn.db: damaged ("), (empty, "empty.db: an empty store file (0 "
+                                                               "bytes)")):
+        into = tmp_path / f"m-{bad.stem}.db"
+        with pytest.raises(SchemaError, match=re.escape(says)):
+            merge_stores([shards[0], bad], into)
+        assert not into.exists() or _counts(into)["episodes"] == 0
+        p = subprocess.run([sys.executable, "-m", "coworkenv.cli", "merge", str(shards[0]),
+                            str(bad), "--into", str(into)], capture_output=True, text=True,
+                           timeout=120, stdin=subprocess.DEVNULL)
+        lines = [x for x in p.stderr.splitlines() if x.strip()]
+        assert p.returncode == 2 and len(lines) == 1 and says in lines[0], p.stderr
+        assert not into.exists() or _counts(into)["episodes"] == 0
+
+
+def test_eval_and_shard_readers_refuse_a_damaged_shard(shards: list[Path],
+                                                       tmp_path: Path) -> None:
+    torn = _torn(shards[1], tmp_path / "torn.db")
+    with pytest.raises(SchemaError, match=r"torn\.db: damaged"):
+        Reader([shards[0], torn])
+    p = subprocess.run([sys.executable, "-m", "coworkenv.cli", "eval", "--db", str(torn)],
+                       capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    lines = [x for x in p.stderr.splitlines() if x.strip()]
+    assert p.returncode == 2 and len(lines) == 1 and "torn.db: damaged" in lines[0], p.stderr
