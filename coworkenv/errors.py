@@ -4,7 +4,8 @@
     ├── BusError               coworkenv.bus: closed, timeout, connection, URL
     │   └── BusClosedError, BusTimeoutError, BusConnectionError, BusURLError
     ├── StoreError             coworkenv.store: the event store
-    │   └── SchemaError, StoreClosedError, NotFoundError, LeaseHeldError, MergeConflictError
+    │   └── SchemaError, StoreClosedError, NotFoundError, LeaseHeldError, LeaseLostError,
+    │       MergeConflictError
     ├── SimError               coworkenv.sim: tasks, episodes and runs
     │   └── TaskFileError, EpisodeFailure, RunConfigError, HeldOutError, RunInterrupted,
     │       SessionFailedError (a session the simulator could not carry),

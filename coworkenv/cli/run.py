@@ -68,7 +68,7 @@ def _execute(tasks: list[Any], *, agent: str, db: Path, bus_url: str, trials: in
     from ..runtime.cluster import execute_on_ray
     from ..runtime.run import execute, execute_in_processes, prepare, unwrapped
     from ..sim import STOP_SIGNALS, Interrupt, ProcessFailedError, RunConfigError, RunInterrupted
-    from ..store import LeaseHeldError
+    from ..store import LeaseHeldError, LeaseLostError, StoreClosedError
 
     refused = (LeaseHeldError, RunConfigError)
     mo = models or ModelOptions()
@@ -148,9 +148,38 @@ def _execute(tasks: list[Any], *, agent: str, db: Path, bus_url: str, trials: in
         raise fail(f"--bus {bus_url}: {exc}", 1) from None
     except ProcessFailedError as exc:
         raise fail(f"{exc} (run id {rid})", 1) from None
+    except StoreClosedError as exc:  # the writer stopped: say why, in one line
+        lost = _find(exc, LeaseLostError)
+        cause = _leaf(exc.__cause__ or exc.__context__)
+        raise fail(str(lost) if lost is not None else
+                   f"{exc}: {type(cause).__name__}: {cause}" if cause else str(exc), 1) from None
     except refused as exc:  # (a lease held by another runner, a run changed since)
         raise fail(str(exc)) from None
     return rid, results
+
+
+def _find(exc: BaseException | None, kind: type[BaseException]) -> BaseException | None:
+    """An error of ``kind`` anywhere in ``exc``'s causes, contexts and (task) groups."""
+    seen: set[int] = set()
+    todo = [exc]
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, kind):
+            return e
+        if isinstance(e, BaseExceptionGroup):
+            todo.extend(e.exceptions)
+        todo.extend((e.__cause__, e.__context__))
+    return None
+
+
+def _leaf(exc: BaseException | None) -> BaseException | None:
+    """The first error inside (task) groups."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
 
 
 def _say_unfinished(db: Path, tasks: list[Any], agent_name: str, trials: int,

@@ -276,7 +276,9 @@ async def run_episodes(tasks: Sequence[Task], *, agent: Callable[[Task], Actor],
     episode is committed and the ones cut short are recorded as aborted.
     """
     stop = interrupt or Interrupt()
-    with RunLease(store.path, options.run_id):  # one runner per run
+    with RunLease(store.path, options.run_id) as lease:  # one runner per run
+        if lease.enabled:  # (fenced: should another runner take over, this one stops)
+            store.fence = (options.run_id, lease.owner)
         async with stop.listening():
             jobs = await plan_run(tasks, store, options)
             if on_plan is not None:
@@ -332,7 +334,8 @@ def run_in_processes(tasks: Sequence[Task], *, processes: int, db: str | Path,
         if on_plan is not None:
             on_plan(len(tasks) * options.trials, len(jobs))
         return _run_shards(jobs, processes, db, open_bus, agent, cast, options, on_done,
-                           lease.start_heartbeat, interrupt or Interrupt())
+                           lease.start_heartbeat, interrupt or Interrupt(),
+                           (options.run_id, lease.owner) if lease.enabled else None)
     finally:
         lease.release()
 
@@ -353,7 +356,8 @@ def _orphan_watch(parent: int, name: str) -> None:
 def _run_shards(jobs: list[Job], processes: int, db: str | Path, open_bus: Callable[[], Bus],
                 agent: Callable[[Task], Actor], cast: CastFactory, options: RunOptions,
                 on_done: Callable[[EpisodeResult], None] | None,
-                forked: Callable[[], None], stop: Interrupt) -> list[EpisodeResult]:
+                forked: Callable[[], None], stop: Interrupt,
+                fence: tuple[str, str] | None = None) -> list[EpisodeResult]:
     shards = [jobs[i::processes] for i in range(processes)]
     ctx = multiprocessing.get_context("fork")
 
@@ -365,7 +369,7 @@ def _run_shards(jobs: list[Job], processes: int, db: str | Path, open_bus: Calla
         mine = Interrupt((signal.SIGTERM,) if stop.signals else ())
 
         async def go() -> None:
-            async with mine.listening(), open_bus() as bus, EventStore(db) as store:
+            async with mine.listening(), open_bus() as bus, EventStore(db, fence=fence) as store:
                 await run_jobs(shard, agent=agent, cast=cast, bus=bus, store=store,
                                options=options, on_done=conn.send, interrupt=mine)
                 await store.flush()
@@ -427,7 +431,7 @@ def _run_shards(jobs: list[Job], processes: int, db: str | Path, open_bus: Calla
     stop.before_second(lambda _: signal_children(signal.SIGKILL))
 
     async def own() -> None:
-        async with stop.listening(), open_bus() as bus, EventStore(db) as store:
+        async with stop.listening(), open_bus() as bus, EventStore(db, fence=fence) as store:
             mine = await run_jobs(shards[0], agent=agent, cast=cast, bus=bus, store=store,
                                   options=options, on_done=done_here, interrupt=stop)
             with lock:

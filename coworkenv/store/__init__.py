@@ -8,6 +8,7 @@ from ._schema import SCHEMA_VERSION, migrate
 from ._writer import EventStore, WriterSettings, WriterStatistics
 from .errors import (
     LeaseHeldError,
+    LeaseLostError,
     MergeConflictError,
     NotFoundError,
     SchemaError,
@@ -22,6 +23,7 @@ __all__ = [
     "EventRecord",
     "EventStore",
     "LeaseHeldError",
+    "LeaseLostError",
     "MergeConflictError",
     "MergeStats",
     "NotFoundError",

@@ -66,7 +66,13 @@ class RunLease:
             return
         conn = self._connect()
         try:
-            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:  # (locked past the 30 s busy timeout)
+                raise LeaseHeldError(
+                    f"run {self.run_id!r}: {self.db} stayed locked by another process for 30 "
+                    f"s ({exc}; a runner paused in the middle of a write holds it); let it "
+                    "go on or stop it, then resume the run") from None
             row = conn.execute("SELECT owner, pid, host, heartbeat FROM leases WHERE run_id=?",
                                (self.run_id,)).fetchone()
             now = time.time()

@@ -18,7 +18,7 @@ from anyio.abc import TaskGroup
 
 from ._records import INSERT_EVENT, EventRecord
 from ._schema import PRAGMAS, WRITER_CACHE, migrate
-from .errors import SchemaError, StoreClosedError
+from .errors import LeaseLostError, SchemaError, StoreClosedError
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,8 +79,13 @@ class EventStore:
     """
 
     def __init__(self, path: str | Path = "runs/coworkenv.db",
-                 settings: WriterSettings | None = None) -> None:
+                 settings: WriterSettings | None = None, *,
+                 fence: tuple[str, str] | None = None) -> None:
         self.path = str(path)
+        self.fence = fence
+        """(run id, lease owner): every commit first checks, in its transaction, that the
+        run's lease is still this owner's, and the writer stops with :class:`LeaseLostError`
+        when it is not (a fencing token: a paused runner that lost its run writes nothing)."""
         self.settings = settings or WriterSettings()
         self.target, self.uri = resolve_path(path)
         self._keeper: sqlite3.Connection | None = None
@@ -347,7 +352,8 @@ class EventStore:
             # One hop to aiosqlite's connection thread per batch: the whole transaction runs
             # there, so the event loop keeps producing while SQLite writes.
             run = conn._execute  # aiosqlite's own hop to its connection thread
-            n: int = await run(_write_batch, conn._conn, writes)  # type: ignore[no-untyped-call]
+            n: int = await run(_write_batch, conn._conn, writes,  # type: ignore[no-untyped-call]
+                               self.fence)
             self._batches += 1
             self._rows += n
         self._commit_seconds += time.perf_counter() - t0
@@ -356,13 +362,24 @@ class EventStore:
                 item.done.set()
 
 
-def _write_batch(db: sqlite3.Connection, writes: list[_Segment]) -> int:
-    """Run in the connection's thread: one transaction for the batch."""
+def _write_batch(db: sqlite3.Connection, writes: list[_Segment],
+                 fence: tuple[str, str] | None = None) -> int:
+    """Run in the connection's thread: one transaction for the batch, committed only while
+    ``fence`` (run id, owner) still holds the run's lease."""
     n = 0
     # IMMEDIATE: take the write lock up front, so that writers in other processes sharing
     # the file queue on busy_timeout instead of failing on a stale read snapshot
     db.execute("BEGIN IMMEDIATE")
     try:
+        if fence is not None:
+            row = db.execute("SELECT owner, pid, host FROM leases WHERE run_id=?",
+                             (fence[0],)).fetchone()
+            if row is None or row[0] != fence[1]:
+                holder = f"process {row[1]} on {row[2]}" if row else "no runner"
+                raise LeaseLostError(
+                    f"run {fence[0]!r}: this runner lost its lease ({holder} holds the run "
+                    "now: this one was paused or cut off past the lease's time); it stops "
+                    "here and writes nothing more")
         for seg in writes:
             _executemany(db, seg.sql, seg.rows)
             n += len(seg.rows)

@@ -158,3 +158,63 @@ def test_resume_says_what_it_will_do(tmp_path: Path) -> None:
                           timeout=120)
     assert done.returncode == 0 and "run S is finished" in done.stderr, done.stderr
     assert "0 episode(s) this call" in done.stdout and "score 1.000" in done.stdout
+
+
+def _write_lock_free(db: Path) -> bool:
+    conn = sqlite3.connect(db, timeout=0.2, isolation_level=None)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("ROLLBACK")
+        return True
+    except sqlite3.OperationalError:
+        return False
+    finally:
+        conn.close()
+
+
+@pytest.mark.slow
+def test_a_paused_holder_that_lost_its_lease_stops_at_its_next_commit(tmp_path: Path) -> None:
+    """The holder is paused (SIGSTOP) past the lease's time, a --resume takes the run over,
+    the holder goes on (SIGCONT): the holder's writer finds the lease is another's before its
+    next commit and stops, in one line with exit 1; the new runner goes on, and no episode
+    is recorded twice."""
+    db = tmp_path / "f.db"
+    args = [*CLI, "run", "--tasks", "examples/tasks", "--trials", "400", "--concurrency", "2",
+            "--db", str(db), "--run-id", "F", "--quiet"]
+    first = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+    second = None
+    try:
+        _wait(lambda: _completed(db) >= 10, 60)
+        for _ in range(50):  # paused between two commits (paused inside one, it would hold
+            first.send_signal(signal.SIGSTOP)  # SQLite's write lock and every writer waits)
+            if _write_lock_free(db):
+                break
+            first.send_signal(signal.SIGCONT)
+            time.sleep(0.05)
+        time.sleep(17)  # (the lease lives 15 s without a heartbeat)
+        before = _completed(db)
+        second = subprocess.Popen([*args, "--resume"], cwd=ROOT, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.PIPE, text=True)
+        try:
+            _wait(lambda: _completed(db) >= before + 5, 120)
+        except AssertionError:
+            second.kill()
+            raise AssertionError(f"the resume made no progress: {second.communicate()[1]}") \
+                from None
+        first.send_signal(signal.SIGCONT)
+        _, err = first.communicate(timeout=120)
+        assert first.returncode == 1, err[-3000:]
+        lines = [x for x in err.splitlines() if x.strip()]
+        assert len(lines) == 1 and "lost its lease" in lines[0], err[-3000:]
+        assert second.poll() is None, second.stderr.read() if second.stderr else ""
+    finally:
+        for p in (first, second):
+            if p is not None and p.poll() is None:
+                p.send_signal(signal.SIGCONT)
+                p.kill()
+                p.wait(10)
+    with sqlite3.connect(db) as c:
+        twice = c.execute("SELECT task_id, trial, count(*) FROM episodes WHERE run_id='F' AND "
+                          "status='completed' GROUP BY 1, 2 HAVING count(*) > 1").fetchall()
+    assert twice == []
