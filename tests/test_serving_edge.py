@@ -251,3 +251,18 @@ def test_a_busy_port_is_one_line_and_records_nothing(tmp_path: Path) -> None:
     assert len(lines) == 1 and lines[0].startswith("error: --host 127.0.0.1 --port"), r.stderr
     assert "serving" not in r.stdout
     assert not db.exists() or Reader(db).runs() == []
+
+
+def test_mcp_over_http_on_a_busy_port_is_one_line_and_records_nothing(tmp_path: Path) -> None:
+    db = tmp_path / "mcp.db"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        r = subprocess.run([sys.executable, "-m", "coworkenv.cli", "mcp", "--task", TASK,
+                            "--transport", "http", "--db", str(db), "--port", str(port)],
+                           capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    lines = [x for x in r.stderr.splitlines() if x.strip()]
+    assert r.returncode == 2, r.stderr[-3000:]
+    assert len(lines) == 1 and lines[0].startswith("error: --host 127.0.0.1 --port"), r.stderr
+    assert not db.exists() or Reader(db).episodes() == []

@@ -566,6 +566,8 @@ def mcp(
                                         agent_name=agent_name))
     except RunConfigError as exc:
         raise fail(str(exc)) from None
+    except OSError as exc:  # (bound before anything is recorded: a busy port records nothing)
+        raise fail(f"--host {host} --port {port}: {exc.strerror or exc}") from None
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
 

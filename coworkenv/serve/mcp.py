@@ -87,23 +87,25 @@ class HttpEpisode:
 
 @contextlib.asynccontextmanager
 async def episode_http(session: Session, tools: list[dict[str, Any]], instructions: str, *,
-                       host: str = "127.0.0.1", port: int = 0, stop_when_over: bool = False
-                       ) -> AsyncIterator[HttpEpisode]:
+                       host: str = "127.0.0.1", port: int = 0, stop_when_over: bool = False,
+                       sock: Any = None) -> AsyncIterator[HttpEpisode]:
     """Serve ``session``'s tools over streamable HTTP (uvicorn) while the block runs
     (``port=0``: a free port). ``stopped`` is set when the server ends (its own signal
     handling included); ``stop_when_over`` stops it once the episode is over and the client
     has gone (or :data:`GRACE_S` later)."""
     import uvicorn
 
-    from ..http_server import bound_socket
+    from ..http_server import EdgeLimits, bound_socket, guard
 
-    sock = bound_socket(host, port)
+    sock = sock or bound_socket(host, port)  # (given: bound before anything was recorded)
     bound = sock.getsockname()[1]
     ended = anyio.Event()
     server = episode_server(session, tools, instructions,
                             on_over=ended.set if stop_when_over else None)
-    web = uvicorn.Server(uvicorn.Config(server.streamable_http_app(host=host), host=host,
-                                        log_level="warning", lifespan="on"))
+    app = guard(server.streamable_http_app(host=host), lambda: session.host.failure,
+                EdgeLimits())
+    web = uvicorn.Server(uvicorn.Config(app, host=host, log_level="warning", lifespan="on",
+                                        ws_max_size=EdgeLimits().max_message_bytes))
     served = HttpEpisode(web, f"http://{host}:{bound}/mcp")
 
     async def serve() -> None:
@@ -160,6 +162,11 @@ async def serve_episode(task: Task, db: str | Path, *, transport: str = "stdio",
 
         raise RunConfigError(f"transport: expected stdio or http, got {transport!r}")
     _import_mcp()
+    sock = None
+    if transport == "http":  # bound first: a busy port stops here, with nothing recorded
+        from ..http_server import bound_socket
+
+        sock = bound_socket(host, port)
     async with Sessions(db, tasks=[task], run_id=run_id, agent_name=agent_name,
                         tools=list(tools) if tools is not None else None,
                         source="mcp") as sessions:
@@ -178,7 +185,7 @@ async def serve_episode(task: Task, db: str | Path, *, transport: str = "stdio",
                 await server.run(read, write, server.create_initialization_options())
         else:
             async with episode_http(session, offered, instructions, host=host, port=port,
-                                    stop_when_over=True) as served:
+                                    stop_when_over=True, sock=sock) as served:
                 _say(f"coworkenv mcp: serving {served.url}")
                 await served.stopped.wait()
         result = await session.close()

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-from ..http_server import AppServer
+from ..http_server import AppServer, EdgeLimits, guard
 from ..store import NotFoundError, Reader
 from . import api
 
@@ -50,8 +50,14 @@ class ViewerServer(AppServer):
     def __init__(self, db: Path | Sequence[Path], host: str = "127.0.0.1",
                  port: int = 8765) -> None:
         self.db = db
-        super().__init__(viewer_app(db), host, port,  # (fails now, clearly, if not a store)
-                         name="coworkenv-view")
+        loopback = ("127.0.0.1", "localhost", "::1")
+        # (DNS rebinding: a page elsewhere that points its own name at 127.0.0.1 sends that
+        # name as Host; only the names this server is reached by are answered)
+        allowed = None if host in ("0.0.0.0", "::", "") else tuple({*loopback, host.lower()})
+        super().__init__(guard(viewer_app(db), lambda: None,  # (fails now if not a store)
+                               EdgeLimits(max_body_bytes=64 << 10, request_timeout_s=60.0,
+                                          allowed_hosts=allowed)),
+                         host, port, name="coworkenv-view")
 
 
 def viewer_app(db: Path | Sequence[Path]) -> Any:
@@ -87,12 +93,22 @@ def viewer_app(db: Path | Sequence[Path]) -> Any:
         try:
             with Reader(source) as r:
                 return as_json(_route(r, parts[1:], q))
-        except (NotFoundError, KeyError) as exc:
-            return as_json({"error": str(exc)}, HTTPStatus.NOT_FOUND)
+        except (NotFoundError, KeyError) as exc:  # (the store named by its file name only)
+            return as_json({"error": _bare(str(exc).strip("'\""), source)},
+                           HTTPStatus.NOT_FOUND)
         except ValueError as exc:
             return as_json({"error": str(exc)}, HTTPStatus.BAD_REQUEST)
 
     return Starlette(routes=[Route("/{path:path}", endpoint, methods=["GET"])])
+
+
+def _bare(message: str, source: Path | list[Path]) -> str:
+    """``message`` with the store's paths cut to their file names (a 404 tells a browser
+    nothing of the host's folders)."""
+    for f in [source] if isinstance(source, Path) else source:
+        for form in (str(f.absolute()), str(f)):
+            message = message.replace(form, f.name)
+    return message
 
 
 def _policy(page: bytes) -> str:

@@ -110,6 +110,23 @@ def test_viewer_binds_loopback_only(viewer: tuple[str, Path]) -> None:
     assert viewer[0].startswith("http://127.0.0.1:")
 
 
+def test_viewer_answers_only_its_own_names_and_never_shows_its_folders(
+        viewer: tuple[str, Path]) -> None:
+    """DNS rebinding: a request whose Host is another name (a page elsewhere that pointed its
+    name at 127.0.0.1) is refused; a 404 names the store by its file name, never its path."""
+    import httpx
+
+    base, db = viewer
+    for host in ("evil.example", "evil.example:8765", "127.0.0.1.evil.example"):
+        r = httpx.get(base + "/api/runs", headers={"Host": host}, timeout=5)
+        assert r.status_code == 421, (host, r.status_code)
+    for host in ("127.0.0.1", "localhost", f"localhost:{base.rsplit(':', 1)[1]}"):
+        assert httpx.get(base + "/api/runs", headers={"Host": host}, timeout=5).status_code == 200
+    r = httpx.get(base + "/api/episodes/nope", timeout=5)
+    assert r.status_code == 404 and db.name in r.text, r.text
+    assert str(db.parent) not in r.text, r.text
+
+
 @pytest.mark.slow
 @needs_chromium
 def test_browser_opens_an_episode_moves_the_slider_and_clicks_an_envelope(
