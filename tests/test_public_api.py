@@ -21,7 +21,7 @@ PUBLIC = {
                           "check_db", "check_endpoint", "resolve_tasks", "run",
                           "select_tasks", "simulate", "simulation_report"],
     "coworkenv.store": ["SCHEMA_VERSION", "EpisodeRecord", "EventRecord", "EventStore",
-                        "LeaseHeldError", "MAX_SHARDS", "MergeConflictError", "MergeStats",
+                        "LeaseHeldError", "LeaseLostError", "MAX_SHARDS", "MergeConflictError", "MergeStats",
                         "RunLease", "NotFoundError", "Reader", "SchemaError", "StoreClosedError",
                         "StoreError", "WriterSettings", "WriterStatistics", "events_hash",
                         "hash_line", "merge_connection", "merge_stores", "migrate",

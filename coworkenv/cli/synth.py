@@ -292,6 +292,16 @@ def validate(
 
     reports = [r for _, r in unreadable] + anyio.run(go)
     wheres = [w for w, _ in unreadable] + [w for w, _ in items]
+    first: dict[str, str] = {}  # (one id, one task: what `run` refuses, refused here too)
+    for where, r in zip(wheres, reports, strict=True):
+        if r.task_id == "?":
+            continue
+        if r.task_id in first:
+            r.accepted = False
+            r.rejections.append(Rejection(
+                "parse", where, f"id: task {r.task_id!r} is also defined in {first[r.task_id]}"))
+        else:
+            first[r.task_id] = where
     bad = 0
     for where, r in zip(wheres, reports, strict=True):
         if not r.accepted:

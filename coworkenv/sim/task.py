@@ -33,7 +33,16 @@ Capability = Literal["tool_coordination", "multi_turn_communication", "dynamic_w
 
 
 class Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # (no NaN or infinity anywhere in a task: a NaN delay never compares, an infinite one
+    # never fires; the loader refuses them for `validate` and `run` alike)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+MAX_MINUTES = 10 * 366 * 24 * 60
+"""The longest time a task may name (ten years of simulated minutes): past it a delay is a
+mistake (1e308 minutes), not a plan."""
+Minutes = Annotated[float, Field(ge=0, le=MAX_MINUTES)]
+"""A span of simulated minutes a task names: 0 to :data:`MAX_MINUTES`."""
 
 
 # text and workspace matchers -------------------------------------------------------------
@@ -153,7 +162,7 @@ class OutOfOffice(Model):
 class Response(Model):
     """How a person responds: delays, working hours, availability."""
 
-    delay_minutes: tuple[float, float] = Field(default=(2.0, 10.0), description="Uniform range "
+    delay_minutes: tuple[Minutes, Minutes] = Field(default=(2.0, 10.0), description="Uniform range "
                                                "[min, max] of minutes before a reply")
     working_hours: tuple[str, str] | None = Field(default=("09:00", "17:30"), description=
                                                   "Local HH:MM start and end; replies wait for them")
@@ -214,10 +223,11 @@ class Trigger(Model):
 
     asked: list[str] | None = Field(default=None, description="Fires when the agent's message to "
                                     "this person mentions any of these words")
-    at_minutes: float | None = Field(default=None, description="Fires this many simulated "
-                                     "minutes after the episode starts")
+    at_minutes: float | None = Field(default=None, le=MAX_MINUTES, description="Fires this "
+                                     "many simulated minutes after the episode starts")
     at: ClockTime | None = Field(default=None, description="Fires at this clock time")
-    after_minutes: float = Field(default=0.0, description="Delay after the trigger fires")
+    after_minutes: float = Field(default=0.0, le=MAX_MINUTES,
+                                 description="Delay after the trigger fires")
     actions: list[Action] = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -245,8 +255,8 @@ class CastMember(Model):
 # the world -----------------------------------------------------------------------------
 class TimelineEvent(Model):
     id: str | None = Field(default=None, description="Name for selectors (timeline: ID)")
-    at_minutes: float | None = Field(default=None, ge=0, description="Simulated minutes after "
-                                     "the start")
+    at_minutes: float | None = Field(default=None, ge=0, le=MAX_MINUTES,
+                                     description="Simulated minutes after the start")
     at: ClockTime | None = Field(default=None, description="Or a clock time")
     actor: str = Field(description="Person id who acts")
     action: Action
@@ -280,7 +290,7 @@ class WaitStep(Model):
     kind: Literal["wait"] = "wait"
     message_from: str | None = Field(default=None, description="Wait for a message, DM, email "
                                      "or notification from this person")
-    minutes: float | None = Field(default=None, description="Wait this long")
+    minutes: float | None = Field(default=None, le=MAX_MINUTES, description="Wait this long")
     notification: str | None = Field(default=None, description="Wait for a notification of this "
                                      "kind (invite, email, chat, ...)")
     until: ClockTime | None = Field(default=None, description="Wait until this clock time "
@@ -626,15 +636,15 @@ class FaultPlan(Model):
     rate: float = Field(default=0.0, ge=0, le=1, description="Chance a call fails")
     kinds: list[FaultKind] = Field(default_factory=lambda: list(FAULT_KINDS))
     delay_rate: float = Field(default=0.0, ge=0, le=1, description="Chance a call is slow")
-    delay_minutes: tuple[float, float] = (1.0, 5.0)
+    delay_minutes: tuple[Minutes, Minutes] = (1.0, 5.0)
     tools: Literal["write", "all"] | list[str] = Field(default="write", description="Which "
                                                        "tools may fail: write tools, all, or named")
 
 
 class Limits(Model):
     max_turns: int = Field(default=40, ge=1, description="Agent actions before the episode stops")
-    max_sim_minutes: float = Field(default=600, gt=0)
-    wall_timeout_s: float = Field(default=600, gt=0)
+    max_sim_minutes: float = Field(default=600, gt=0, le=MAX_MINUTES)
+    wall_timeout_s: float = Field(default=600, gt=0, le=30 * 24 * 3600)
 
 
 _REF = re.compile(r"\$\{([A-Za-z0-9_]+)\.([^}]+)\}")
