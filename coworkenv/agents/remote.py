@@ -164,7 +164,9 @@ class RemotePool:
                 raise EpisodeFailure("agent", f"no remote worker{of} on {self.bus.prefix}/"
                                      f"_workers within {self.wait_for_worker:g}s (start "
                                      "`coworkenv worker` with the same --bus"
-                                     + (f" and --group {group}" if group else "") + ")")
+                                     + (f" and --group {group}" if group else "") +
+                                     "; a worker that runs already may sign with another "
+                                     "key: give both the same COWORKENV_BUS_KEY)")
             with anyio.move_on_after(min(left, 0.5)):
                 await self._changed.wait()
 

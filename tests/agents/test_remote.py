@@ -156,3 +156,22 @@ def test_remote_runs_need_a_shared_key_and_a_stranger_serves_nothing(
     with sqlite3.connect(db) as c:
         assert c.execute("SELECT count(*) FROM episodes WHERE status='completed'").fetchone() \
             == (1,)
+
+
+def test_no_worker_names_the_key_as_well_as_the_bus() -> None:
+    """With no worker heard, the episode's failure says to start one with the same --bus,
+    and that one already running may sign with another key (its heartbeats are refused)."""
+    import anyio
+
+    from coworkenv.agents.remote import RemotePool
+    from coworkenv.bus import MemoryBus
+    from coworkenv.sim import EpisodeFailure
+
+    async def main() -> str:
+        async with MemoryBus() as bus, RemotePool(bus, wait_for_worker=0.2) as pool:
+            with pytest.raises(EpisodeFailure) as err:
+                await pool.assign("r", "r:t:0:0")
+            return str(err.value)
+
+    said = anyio.run(main)
+    assert "with the same --bus" in said and "COWORKENV_BUS_KEY" in said, said
