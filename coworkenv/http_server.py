@@ -151,11 +151,10 @@ class _Edge:
                 await _answer(send, 503, {"status": "unhealthy",
                                           "error": f"{type(failure).__name__}: {failure}"[:500]})
                 return
-        headers = dict(scope.get("headers") or [])
-        length = headers.get(b"content-length")
+        too_large = {"error": f"request body over {limits.max_body_bytes} bytes"}
+        length = dict(scope.get("headers") or []).get(b"content-length")
         if length is not None and (not length.isdigit() or int(length) > limits.max_body_bytes):
-            await _answer(send, 413, {"error": f"request body over {limits.max_body_bytes} "
-                                               f"bytes"})
+            await _answer(send, 413, too_large)
             return
         body, more = bytearray(), True
         while more:  # (read here, bounded: the app gets it whole)
@@ -165,8 +164,7 @@ class _Edge:
             body += message.get("body", b"")
             more = bool(message.get("more_body"))
             if len(body) > limits.max_body_bytes:
-                await _answer(send, 413, {"error": f"request body over "
-                                                   f"{limits.max_body_bytes} bytes"})
+                await _answer(send, 413, too_large)
                 return
         sent_body = False
 

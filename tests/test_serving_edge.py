@@ -43,6 +43,13 @@ def http(port: int, method: str, path: str, body: Any = None, timeout: float = 2
         return r.status_code, r.text
 
 
+def assert_one_abandoned(db: Path, run: str = "edge") -> None:
+    """The run holds one episode, and its client left it: ``abandoned``."""
+    with Reader(db) as r:
+        (ep,) = r.episodes(run)
+    assert ep.termination == "abandoned", ep
+
+
 def stop(proc: subprocess.Popen[str], sig: int = signal.SIGTERM) -> tuple[int, str]:
     proc.send_signal(sig)
     try:
@@ -69,9 +76,7 @@ def test_an_http_reset_does_not_freeze_the_server(tmp_path: Path) -> None:
     finally:
         rc, out = stop(proc)
     assert rc == 0, out
-    with Reader(db) as r:
-        (ep,) = r.episodes("edge")
-    assert ep.termination == "abandoned", ep
+    assert_one_abandoned(db)
 
 
 def ws_session(port: int) -> Any:
@@ -206,9 +211,7 @@ def test_sessions_a_client_never_closes_expire_and_free_their_slots(tmp_path: Pa
     finally:
         rc, out = stop(proc)
     assert rc == 0, out
-    with Reader(db) as r:
-        (ep,) = r.episodes("edge")
-    assert ep.termination == "abandoned", ep
+    assert_one_abandoned(db)
 
 
 def test_two_clients_on_one_session_are_both_answered(tmp_path: Path) -> None:
@@ -266,3 +269,4 @@ def test_mcp_over_http_on_a_busy_port_is_one_line_and_records_nothing(tmp_path: 
     assert r.returncode == 2, r.stderr[-3000:]
     assert len(lines) == 1 and lines[0].startswith("error: --host 127.0.0.1 --port"), r.stderr
     assert not db.exists() or Reader(db).episodes() == []
+

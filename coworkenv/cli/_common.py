@@ -85,7 +85,12 @@ def bind_or_fail(make: Callable[[], T], host: str, port: int) -> T:
     try:
         return make()
     except OSError as exc:
-        raise fail(f"--host {host} --port {port}: {exc.strerror or exc}") from None
+        raise unbound(host, port, exc) from None
+
+
+def unbound(host: str, port: int, exc: OSError) -> typer.Exit:
+    """The one line for an address a server cannot bind (in use, or not this host's)."""
+    return fail(f"--host {host} --port {port}: {exc.strerror or exc}")
 
 
 def toolset(value: str | None) -> list[str] | None:

@@ -27,6 +27,7 @@ from ._common import (
     open_reader,
     overall_line,
     print_table,
+    unbound,
 )
 
 
@@ -466,7 +467,7 @@ def view(
     except StoreError as exc:  # (its message starts with the path)
         raise fail(f"--db {exc}") from None
     except OSError as exc:  # the address: in use, or not this host's
-        raise fail(f"--host {host} --port {port}: {exc.strerror or exc}") from None
+        raise unbound(host, port, exc) from None
     h, p = str(server.server_address[0]), server.server_address[1]
     console.print(f"coworkenv viewer on http://{h}:{p}/ (read-only {db_label(db)}); "
                   "Ctrl-C stops it",

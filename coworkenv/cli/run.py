@@ -34,6 +34,7 @@ from ._common import (
     print_table,
     select_tasks,
     toolset,
+    unbound,
     writable_db,
 )
 
@@ -567,7 +568,7 @@ def mcp(
     except RunConfigError as exc:
         raise fail(str(exc)) from None
     except OSError as exc:  # (bound before anything is recorded: a busy port records nothing)
-        raise fail(f"--host {host} --port {port}: {exc.strerror or exc}") from None
+        raise unbound(host, port, exc) from None
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
 

@@ -102,10 +102,10 @@ async def episode_http(session: Session, tools: list[dict[str, Any]], instructio
     ended = anyio.Event()
     server = episode_server(session, tools, instructions,
                             on_over=ended.set if stop_when_over else None)
-    app = guard(server.streamable_http_app(host=host), lambda: session.host.failure,
-                EdgeLimits())
+    limits = EdgeLimits()
+    app = guard(server.streamable_http_app(host=host), lambda: session.host.failure, limits)
     web = uvicorn.Server(uvicorn.Config(app, host=host, log_level="warning", lifespan="on",
-                                        ws_max_size=EdgeLimits().max_message_bytes))
+                                        ws_max_size=limits.max_message_bytes))
     served = HttpEpisode(web, f"http://{host}:{bound}/mcp")
 
     async def serve() -> None:

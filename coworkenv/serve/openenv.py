@@ -147,13 +147,19 @@ def environment_class(host: Any) -> type[Any]:
                 seed = check_seed(seed)
             except RunConfigError as exc:
                 return self._refused("reset", str(exc))
+            return await self._exclusive("reset", lambda: self._reset(seed, task_id))
+
+        async def _exclusive(self, name: str, work: Any) -> Any:
+            """``await work()``, one at a time per session (two clients on one session: the
+            second is told at once, not left waiting); a session the simulator could not
+            carry is an error observation (the host is unhealthy now: /health says so)."""
             if self._busy:
-                return self._refused("reset", BUSY, invalid=False)
+                return self._refused(name, BUSY, invalid=False)
             self._busy = True
             try:
-                return await self._reset(seed, task_id)
-            except SessionFailedError as exc:  # (the host is unhealthy now: /health says so)
-                return self._refused("reset", str(exc), invalid=False)
+                return await work()
+            except SessionFailedError as exc:
+                return self._refused(name, str(exc), invalid=False)
             finally:
                 self._busy = False
 
@@ -197,17 +203,12 @@ def environment_class(host: Any) -> type[Any]:
                 return CallToolObservation(tool_name=name, error=ToolError(
                     error_type=ToolErrorType.INVALID_ARGS,
                     message=json.loads(problem)["error"]["message"]))
-            if self._busy:  # (two clients on one session: the second is told, not left waiting)
-                return self._refused(name, BUSY, invalid=False)
-            self._busy = True
-            try:
+            async def step() -> Any:
                 obs, reward, done, _ = await host.acall(session.step(action))
-            except SessionFailedError as exc:
-                return self._refused(name, str(exc), invalid=False)
-            finally:
-                self._busy = False
-            return CallToolObservation(tool_name=name, result=_payload(obs, session),
-                                       done=done, reward=reward)
+                return CallToolObservation(tool_name=name, result=_payload(obs, session),
+                                           done=done, reward=reward)
+
+            return await self._exclusive(name, step)
 
         async def _async_handle_call_tool(self, action: Any, timeout_s: float | None = None
                                           ) -> Any:
@@ -291,25 +292,22 @@ class LoopSessions:
         is not raised again here: ``failure`` holds it, and the server reports it."""
         from ..store import StoreClosedError
 
-        async with contextlib.AsyncExitStack() as stack:
-            stack.push_async_exit(self._known_failure(StoreClosedError))
-            await stack.enter_async_context(self.sessions)
-            self.loop = asyncio.get_running_loop()
-            try:
-                for handler in app.router.on_startup:
-                    await _call(handler)
-                yield
-            finally:
-                for handler in app.router.on_shutdown:
-                    await _call(handler)
-                if self._closing:
-                    await asyncio.gather(*self._closing, return_exceptions=True)
-                self.loop = None
-
-    def _known_failure(self, kind: type[BaseException]) -> Any:
-        async def exit_(et: Any, ev: Any, tb: Any) -> bool:
-            return isinstance(ev, kind) and self.failure is not None
-        return exit_
+        try:
+            async with self.sessions:
+                self.loop = asyncio.get_running_loop()
+                try:
+                    for handler in app.router.on_startup:
+                        await _call(handler)
+                    yield
+                finally:
+                    for handler in app.router.on_shutdown:
+                        await _call(handler)
+                    if self._closing:
+                        await asyncio.gather(*self._closing, return_exceptions=True)
+                    self.loop = None
+        except StoreClosedError:
+            if self.failure is None:
+                raise
 
 
 async def _call(handler: Any) -> None:
