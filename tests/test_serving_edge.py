@@ -270,3 +270,23 @@ def test_mcp_over_http_on_a_busy_port_is_one_line_and_records_nothing(tmp_path: 
     assert len(lines) == 1 and lines[0].startswith("error: --host 127.0.0.1 --port"), r.stderr
     assert not db.exists() or Reader(db).episodes() == []
 
+
+def test_clients_that_leave_mid_step_leave_abandoned_episodes_and_a_quiet_log(
+        tmp_path: Path) -> None:
+    """A client sends a step and disconnects before the answer: its episode ends
+    ``abandoned``, the server stays healthy, and its log has no traceback (OpenEnv's answer to
+    the gone client is not an error)."""
+    db, port = tmp_path / "g.db", free_port()
+    proc = serve_env(db, port)
+    try:
+        wait_for_port(proc, port)
+        with ws_session(port) as ws:
+            ask(ws, {"type": "reset", "data": {"task_id": TASK}})
+            ws.send(json.dumps({"type": "step", "data": {
+                "type": "call_tool", "tool_name": "directory_search",
+                "arguments": {"query": "kate"}}}))
+        assert http(port, "GET", "/health", timeout=5)[0] == 200
+    finally:
+        rc, out = stop(proc)
+    assert rc == 0 and "Traceback" not in out, out
+    assert_one_abandoned(db)

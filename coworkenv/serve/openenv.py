@@ -362,9 +362,10 @@ class QuietDisconnects:
         if scope.get("type") != "websocket":
             await self.app(scope, receive, send)
             return
-        from starlette.websockets import WebSocketDisconnect
+        from starlette.websockets import WebSocketDisconnect, WebSocketDisconnected
 
-        with contextlib.suppress(WebSocketDisconnect):
+        # (WebSocketDisconnected: OpenEnv answers a step whose client left mid-step)
+        with contextlib.suppress(WebSocketDisconnect, WebSocketDisconnected):
             await self.app(scope, receive, send)
 
 
