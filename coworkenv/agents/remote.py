@@ -16,7 +16,13 @@ Which parts are the broker's (MQTT 5, on Mosquitto) and which are ours:
   ``<prefix>/_workers/<id>`` that the broker publishes the moment the connection drops
   (a killed process, a cut network, a hung loop that stops its keepalives). Ours: heartbeats
   on the same topic, which say that a worker exists at all (MQTT has no presence), its
-  capacity, and that it is still answering.
+  capacity, and that it is still answering. A will is final only when the worker is not
+  heard from again within ``heartbeat_timeout`` of its last heartbeat: a broker restart
+  drops every connection (and publishes the wills of workers that are alive and reconnect).
+  Silence is counted from when the runner's own link came up: in an outage nothing can be
+  heard. Heartbeats are signed and stamped (``bus/_fresh.py``): one played back from a
+  worker that died is stale. A request whose answer a broker restart lost is asked again
+  after the reconnect; the worker keeps its last answers to give them again.
 - *Sessions* are the broker's: every client's session outlives a short drop (what was queued
   for it arrives after the reconnect) and expires on the broker by itself when the client
   never comes back. A claim queued for a worker that is gone is answered by no one and goes
@@ -31,6 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -51,6 +58,9 @@ SHARE_GROUP = "coworkenv-workers"
 CLAIM_TIMEOUT_S = 2.0
 """How long a claim waits for a worker's answer before it goes out again (to the next
 worker: a full one, or one that is gone, does not answer)."""
+CLAIM_HELD_S = 120.0
+"""How long a worker keeps room for an episode it claimed whose first request has not come
+(as long as a bus takes an envelope as fresh: the request may have waited out an outage)."""
 
 
 @dataclass
@@ -62,6 +72,12 @@ class WorkerInfo:
     episodes: int = 0
     group: str = ""
     """The workers' group it serves ("": the default one)."""
+    bus: str | None = None
+    """The id of the worker's bus (one per process), from its heartbeats."""
+    will: str | None = None
+    """Why it is lost if it stays silent: its last will came (its connection dropped). A
+    broker restart drops every connection and publishes the wills of workers that are alive
+    and come back: a heartbeat after the will clears it."""
 
 
 def claim_topic(group: str = "") -> str:
@@ -80,7 +96,7 @@ class RemotePool:
         self.wait_for_worker = wait_for_worker
         self.workers: dict[str, WorkerInfo] = {}
         self.gone: dict[str, str] = {}
-        """Workers whose last will came: why each was lost."""
+        """Workers that said they stop: why each was lost."""
         self._changed = anyio.Event()
         self._tg: TaskGroup | None = None
 
@@ -102,19 +118,22 @@ class RemotePool:
             async for env in sub:
                 p = env.payload
                 w = self.workers.get(env.sender)
+                bus = p.get("bus")
                 if p.get("lost"):  # its last will, published by the broker
-                    self.gone[env.sender] = (f"remote worker {env.sender} lost: its "
-                                             "connection to the broker dropped (last will)")
-                    self.workers.pop(env.sender, None)
+                    if w is not None and (w.bus is None or w.bus == bus):  # (not an older
+                        w.will = (f"remote worker {env.sender} lost: its connection to the "
+                                  "broker dropped (last will)")  # process's of the same id)
                 elif p.get("stopping"):
+                    self.gone[env.sender] = f"remote worker {env.sender} stopped"
                     self.workers.pop(env.sender, None)
                 elif w is None:
                     self.workers[env.sender] = WorkerInfo(env.sender, str(p.get("policy")),
                                                           int(p.get("capacity", 1)),
                                                           time.monotonic(),
-                                                          group=str(p.get("group") or ""))
+                                                          group=str(p.get("group") or ""),
+                                                          bus=bus)
                 else:
-                    w.last_seen = time.monotonic()
+                    w.last_seen, w.will, w.bus = time.monotonic(), None, bus or w.bus
                 self._changed.set()
                 self._changed = anyio.Event()
 
@@ -122,9 +141,13 @@ class RemotePool:
         w = self.workers.get(worker_id)
         if w is None:
             return self.gone.get(worker_id, f"remote worker {worker_id} stopped")
-        quiet = time.monotonic() - w.last_seen
+        up = self.bus.connected_since()
+        if up is None:  # our own link is down: nothing can be heard (the bus gives up on
+            return None  # the broker after its reconnect_timeout, and says so)
+        now = time.monotonic()
+        quiet = now - max(w.last_seen, up)
         if quiet > self.heartbeat_timeout:
-            return f"remote worker {worker_id} lost (no heartbeat for {quiet:.1f}s)"
+            return w.will or f"remote worker {worker_id} lost (no heartbeat for {quiet:.1f}s)"
         return None
 
     async def assign(self, run: str, episode: str, sim_time: float = 0.0,
@@ -285,6 +308,10 @@ class Worker:
         """Episodes claimed whose first request has not come yet (when claimed)."""
         self.handled = 0
         self._limit = anyio.Semaphore(capacity)
+        self._busy: set[str] = set()
+        self._answers: OrderedDict[str, tuple[str, dict[str, Any]]] = OrderedDict()
+        """The last answers, by correlation id, for requests asked again."""
+        self._keep_answers = max(1024, 4 * capacity)
         bus.set_last_will(self._presence(lost=True))  # (the bus is not open yet)
 
     async def serve(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
@@ -301,6 +328,15 @@ class Worker:
             task_status.started()
             with anyio.move_on_after(stop_after if stop_after is not None else float("inf")):
                 async for req in sub:
+                    corr = req.correlation_id or req.id
+                    if corr in self._busy:
+                        continue  # asked again while the answer is being made: it will come
+                    if corr in self._answers:  # asked again: the answer was lost
+                        kind, payload = self._answers[corr]
+                        with contextlib.suppress(BusError):
+                            await self.bus.reply(req, sender=self.worker_id, kind=kind,
+                                                 payload=payload)
+                        continue
                     await self._limit.acquire()
                     tg.start_soon(self._handle, req)
             tg.cancel_scope.cancel()
@@ -312,6 +348,7 @@ class Worker:
             sender=self.worker_id, kind="worker.heartbeat",
             payload={"policy": self.policy, "capacity": self.capacity, "group": self.group,
                      "active": len(self.episodes), "handled": self.handled,
+                     "bus": self.bus.bus_id,
                      "stopping": stopping or lost, "lost": lost})
 
     async def _announce(self, *, stopping: bool = False) -> None:
@@ -324,7 +361,8 @@ class Worker:
         async for claim in sub:
             now = time.monotonic()
             for key, at in list(self.claimed.items()):
-                if now - at > 30.0:  # claimed, never started (its runner went elsewhere)
+                if now - at > CLAIM_HELD_S:  # claimed, never started (its runner went
+                    # elsewhere)
                     del self.claimed[key]
             if len(self.episodes) + len(self.claimed) >= self.capacity:
                 continue
@@ -340,33 +378,44 @@ class Worker:
             await self._announce()
 
     async def _handle(self, req: Envelope) -> None:
+        """Answer one request, and keep the answer: a runner whose link dropped while it
+        waited asks again (a new envelope, the same correlation id), and gets it again."""
+        corr = req.correlation_id or req.id
         try:
-            env = Envelope.model_validate(req.payload["envelope"])
-            key = f"{req.run}/{req.episode}"  # (a simulation's arrival: one of its own)
-            setup = req.payload.get("setup")
-            if setup is not None:
-                self.claimed.pop(key, None)
-                col = _Collector(datetime.fromisoformat(setup["start"]), setup["actors"],
-                                 setup["person"])
-                ctx = ActorContext(col, "agent", setup["person"], int(setup["seed"]))
-                self.episodes[key] = (self.make_agent(setup), ctx, col)
-            if key not in self.episodes:
-                await self.bus.reply(req, sender=self.worker_id, kind="agent.error",
-                                     payload={"error": f"unknown episode {key} (worker restarted?)"})
-                return
-            agent, ctx, col = self.episodes[key]
-            col.now = env.sim_time
-            col.actions, col.records = [], []
-            try:
-                await agent.handle(env, ctx)
-            except EpisodeFailure as exc:
-                await self.bus.reply(req, sender=self.worker_id, kind="agent.error",
-                                     payload={"error": exc.message})
-                return
-            if any(a["kind"] == "finish" for a in col.actions):
-                self.episodes.pop(key, None)
-            self.handled += 1
-            await self.bus.reply(req, sender=self.worker_id, kind="agent.actions",
-                                 payload={"actions": col.actions, "records": col.records})
+            self._busy.add(corr)
+            kind, payload = await self._decide(req)
+            self._answers[corr] = (kind, payload)
+            if len(self._answers) > self._keep_answers:
+                self._answers.popitem(last=False)
+            await self.bus.reply(req, sender=self.worker_id, kind=kind, payload=payload)
         finally:
+            self._busy.discard(corr)
             self._limit.release()
+
+    async def _decide(self, req: Envelope) -> tuple[str, dict[str, Any]]:
+        env = Envelope.model_validate(req.payload["envelope"])
+        key = f"{req.run}/{req.episode}"  # (a simulation's arrival: one of its own)
+        setup = req.payload.get("setup")
+        if setup is not None and key not in self.claimed:
+            # an episode starts here only after this worker claimed it: a request played
+            # back (to a worker restarted under the same id, say) holds no room
+            return "agent.error", {"error": f"episode {key} was not claimed by this worker"}
+        if setup is not None:
+            self.claimed.pop(key, None)
+            col = _Collector(datetime.fromisoformat(setup["start"]), setup["actors"],
+                             setup["person"])
+            ctx = ActorContext(col, "agent", setup["person"], int(setup["seed"]))
+            self.episodes[key] = (self.make_agent(setup), ctx, col)
+        if key not in self.episodes:
+            return "agent.error", {"error": f"unknown episode {key} (worker restarted?)"}
+        agent, ctx, col = self.episodes[key]
+        col.now = env.sim_time
+        col.actions, col.records = [], []
+        try:
+            await agent.handle(env, ctx)
+        except EpisodeFailure as exc:
+            return "agent.error", {"error": exc.message}
+        if any(a["kind"] == "finish" for a in col.actions):
+            self.episodes.pop(key, None)
+        self.handled += 1
+        return "agent.actions", {"actions": col.actions, "records": col.records}

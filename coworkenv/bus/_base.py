@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from contextlib import AbstractAsyncContextManager, contextmanager
@@ -47,6 +48,7 @@ class Bus(ABC):
         self._rejections = 0
         self._turns: dict[str, int] = {}
         self._reject_watchers: dict[int, tuple[str, Callable[[str, str, dict[str, Any]], None]]] = {}
+        self._opened = time.monotonic()
 
     # topics ------------------------------------------------------------------------------
     def topic(self, run: str, episode: str, *parts: str) -> str:
@@ -80,6 +82,11 @@ class Bus(ABC):
         ``alive``, if given, is asked every ``check_every`` seconds while waiting; when it
         returns a reason (the peer stopped sending heartbeats, say), the wait ends at once with
         :class:`BusTimeoutError` carrying that reason, however long ``timeout`` is.
+
+        When the link drops and comes back while the request waits (a broker restart can
+        lose what it had taken), the request is sent again: a new envelope with the same
+        correlation id, which the replier answers as it answered the first (or not at all,
+        while it is still at work on it).
         """
         corr = envelope.correlation_id or new_id()
         inbox = self.topic(envelope.run, envelope.episode, "_reply", self.bus_id)
@@ -87,11 +94,18 @@ class Bus(ABC):
         done = self._pending[corr] = anyio.Event()
         try:
             await self.publish(env)
+            up = self.connected_since()
             with anyio.fail_after(timeout):
                 while not done.is_set():
-                    with anyio.move_on_after(check_every if alive else timeout):
+                    with anyio.move_on_after(check_every):
                         await done.wait()
-                    if not done.is_set() and alive is not None:
+                    if done.is_set():
+                        break
+                    now_up = self.connected_since()
+                    if now_up is not None and now_up != up:  # (the link came back)
+                        up = now_up
+                        await self.publish(env.model_copy(update={"id": new_id()}))
+                    if alive is not None:
                         lost = alive()
                         if lost:
                             raise BusTimeoutError(f"no reply to {env.kind} on {env.topic}: "
@@ -140,6 +154,12 @@ class Bus(ABC):
         for f, cb in list(self._reject_watchers.values()):
             if topic_matches(f, topic):
                 cb(topic, reason, detail)
+
+    def connected_since(self) -> float | None:
+        """``time.monotonic()`` when the link now up came up; None while it is down (a
+        broker outage). Who waits to hear from a peer counts its silence from here: nothing
+        could be heard before. The memory bus is always up (since it was made)."""
+        return self._opened
 
     def set_last_will(self, envelope: Envelope) -> None:  # noqa: B027  (MQTT only)
         """An envelope that the broker publishes for this bus if its connection is lost

@@ -32,6 +32,12 @@ class Envelope(BaseModel):
     seq: int = Field(default=0, description="Sender-assigned sequence number")
     correlation_id: str | None = Field(default=None, description="Pairs a reply with its request")
     reply_to: str | None = Field(default=None, description="Topic a reply should go to")
+    sent_ms: int | None = Field(default=None, description="Wall-clock time (Unix "
+                                "milliseconds) the sending bus stamped it with (buses "
+                                "between processes)")
+    origin: str | None = Field(default=None, description="'<sending bus id>:<count>', each "
+                               "count used once (buses between processes); receivers refuse "
+                               "stale or repeated ones")
     sig: str | None = Field(default=None, description="HMAC-SHA256 of the envelope without "
                             "this field, with the run's bus key (buses between processes)")
 
@@ -49,6 +55,14 @@ class Envelope(BaseModel):
         sig = hmac.new(key, body, hashlib.sha256).hexdigest().encode()
         return body[:-1] + b',"sig":"' + sig + b'"}'
 
+    def stamped_json(self, key: bytes, sent_ms: int, origin: str) -> bytes:
+        """``model_copy(update={"sent_ms": ..., "origin": ...}).signed_json(key)``, from one
+        serialisation (the stamps are the last fields before the signature)."""
+        body = self.model_dump_json(exclude=_STAMPS).encode()
+        body = body[:-1] + b',"sent_ms":%d,"origin":"%s"}' % (sent_ms, origin.encode())
+        sig = hmac.new(key, body, hashlib.sha256).hexdigest().encode()
+        return body[:-1] + b',"sig":"' + sig + b'"}'
+
     def verify(self, key: bytes) -> bool:
         """Whether the signature is the key's over this envelope (constant-time compare)."""
         if self.sig is None:
@@ -56,6 +70,8 @@ class Envelope(BaseModel):
         want = hmac.new(key, self.canonical(), hashlib.sha256).hexdigest()
         return hmac.compare_digest(want, self.sig)
 
+
+_STAMPS = {"sent_ms", "origin", "sig"}
 
 KEY_ENV = "COWORKENV_BUS_KEY"
 """The environment variable that holds the bus key of runs spread over several hosts."""

@@ -1,7 +1,9 @@
 """``--bus memory`` or ``--bus mqtt[s]://user:pass@host:port/prefix?qos=1&window=512``
 (options: qos, window, max_batch, client_id, reconnect_timeout, protocol (5, or 4 for MQTT
 3.1.1), session_expiry, local (1: this process's own subscribers get its envelopes
-in-process, the default on MQTT 5; 0: everything comes back through the broker))."""
+in-process, the default on MQTT 5; 0: everything comes back through the broker), max_age
+and max_skew (seconds: envelopes sent longer ago, or before this process started by more
+than the hosts' clocks may differ, are refused as stale)))."""
 
 from __future__ import annotations
 
@@ -29,7 +31,7 @@ def open_bus(url: str = "memory", *, prefix: str | None = None,
 
     q = {k: v[-1] for k, v in parse_qs(parts.query).items()}
     allowed = {"qos", "window", "max_batch", "client_id", "reconnect_timeout", "protocol",
-               "session_expiry", "local"}
+               "session_expiry", "local", "max_age", "max_skew"}
     if set(q) - allowed:
         raise BusURLError(f"bus {url!r}: unknown option(s) {sorted(set(q) - allowed)}; "
                           f"known: {sorted(allowed)}")
@@ -41,6 +43,8 @@ def open_bus(url: str = "memory", *, prefix: str | None = None,
         protocol = int(q.get("protocol", 5))
         expiry = int(q.get("session_expiry", 300))
         local = q.get("local", "1")
+        max_age = float(q.get("max_age", 120))
+        max_skew = float(q.get("max_skew", 10))
         if local not in ("0", "1"):
             raise ValueError(f"local must be 0 or 1, got {local!r}")
         port = parts.port or (8883 if parts.scheme == "mqtts" else 1883)
@@ -57,6 +61,7 @@ def open_bus(url: str = "memory", *, prefix: str | None = None,
                        password=unquote(parts.password) if parts.password else None,
                        tls=parts.scheme == "mqtts", client_id=q.get("client_id"), qos=qos,
                        window=window, max_batch=max_batch, reconnect_timeout=reconnect, key=key,
-                       protocol=protocol, session_expiry=expiry, local=local == "1")
+                       protocol=protocol, session_expiry=expiry, local=local == "1",
+                       max_age=max_age, max_skew=max_skew)
     except ValueError as exc:
         raise BusURLError(f"bus {url!r}: {exc}") from None

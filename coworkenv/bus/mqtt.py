@@ -20,15 +20,18 @@ nothing on the broker for long. What the code below does because MQTT does not:
   while we were away is delivered), resubscribes, and re-sends every envelope the broker had
   not acknowledged, in order.
 - Receivers deduplicate by envelope id, so a redelivery after reconnect is harmless.
-- Every envelope is signed (HMAC-SHA256 with the bus key: ``COWORKENV_BUS_KEY``, or one made
-  for this process and its forks); unsigned, mis-signed and retained messages, and messages
-  that are not envelopes, are refused before they are seen, counted, and reported to
-  whoever watches the topic (the episode kernel records a ``bus.rejected`` event). A refused
-  message never marks an id as seen, so it cannot shadow the real envelope.
+- Every envelope is stamped with the time and this bus's own count, then signed
+  (HMAC-SHA256 with the bus key: ``COWORKENV_BUS_KEY``, or one made for this process and its
+  forks); unsigned, mis-signed, stale (played back later: see ``_fresh.py``) and retained
+  messages, and messages that are not envelopes, are refused before they are seen, counted,
+  and reported to whoever watches the topic (the episode kernel records a ``bus.rejected``
+  event). A refused message never marks an id as seen, so it cannot shadow the real
+  envelope.
 - Runs leave nothing on the broker: subscriptions are removed at close and the persistent
   session (kept for reconnects) is cleared.
-- If the broker stays unreachable past ``reconnect_timeout``, publishers, flushes and readers
-  get :class:`BusConnectionError`; never a silent loss or a hang.
+- While the broker is away, publishers, new subscriptions and readers wait for the
+  reconnect; if it stays unreachable past ``reconnect_timeout``, they get
+  :class:`BusConnectionError`; never a silent loss or a hang.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ import logging
 import math
 import socket
 import ssl
+import time
 from collections import OrderedDict
 from typing import Any
 
@@ -48,6 +52,7 @@ from pydantic import TypeAdapter
 
 from ._base import Bus, BusStatistics
 from ._envelope import Envelope, bus_key, new_id
+from ._fresh import Freshness
 from ._router import Subscription
 from .errors import BusConnectionError
 
@@ -82,7 +87,8 @@ class MqttBus(Bus):
                  qos: int = 1, window: int = 4096, max_batch: int = 256,
                  reconnect_timeout: float = 30.0, persistent_session: bool = True,
                  dedup_size: int = 200_000, key: bytes | None = None, protocol: int = 5,
-                 session_expiry: int = 300, local: bool = True) -> None:
+                 session_expiry: int = 300, local: bool = True, max_age: float = 120.0,
+                 max_skew: float = 10.0) -> None:
         super().__init__(prefix)
         for name, value in (("window", window), ("max_batch", max_batch)):
             if value < 1:
@@ -97,6 +103,18 @@ class MqttBus(Bus):
         if session_expiry < 0:
             raise ValueError(f"session_expiry: expected seconds (0 or more), got "
                              f"{session_expiry}")
+        if not max_age > reconnect_timeout:
+            raise ValueError(f"max_age: expected more seconds than reconnect_timeout "
+                             f"({reconnect_timeout:g}; what waited out an outage is that "
+                             f"old), got {max_age}")
+        if not max_skew >= 0:
+            raise ValueError(f"max_skew: expected seconds (0 or more), got {max_skew}")
+        self.fresh = Freshness(time.time(), max_age=max_age, max_skew=max_skew)
+        """What this bus takes as fresh: sent at most ``max_age`` seconds ago, not before
+        this bus was made (give or take ``max_skew``, the clocks' difference between hosts),
+        each sender's count once."""
+        self._count = 0
+        self._up_since: float | None = None
         self.protocol = protocol
         self.local = local and protocol == 5
         """Envelopes this bus publishes reach its own plain subscriptions in-process, at
@@ -159,8 +177,9 @@ class MqttBus(Bus):
         connection only" counts from each client object, which here is new at every
         reconnect. A session left by an earlier run under the same id is cleared before the
         first connection instead (:meth:`_supervise`)."""
-        will = None if self._will is None else aiomqtt.Will(
-            self._will.topic, self._will.signed_json(self.key), qos=1)
+        will = None if self._will is None else aiomqtt.Will(  # (no time: see _fresh.py)
+            self._will.topic, self._will.model_copy(update={
+                "origin": f"{self.bus_id}:will"}).signed_json(self.key), qos=1)
         if self.protocol == 4:
             return {"clean_session": clean, "will": will}
         from paho.mqtt.packettypes import PacketTypes
@@ -246,6 +265,7 @@ class MqttBus(Bus):
                     for eid in list(self._unacked):  # re-send what the broker never acked
                         self._spawn(eid)
                     self._connected.set()
+                    self._up_since = time.monotonic()
                     backoff = 0.05
                     if not started:
                         started = True
@@ -258,11 +278,12 @@ class MqttBus(Bus):
                 if not _is_mqtt_error(exc):
                     raise
                 self._client, self._conn_tg = None, None
-                if client is not None:
-                    await self._drain_received(client)
-                if self._connected.is_set():
+                self._up_since = None
+                if self._connected.is_set():  # (before draining: waiters wait from now on)
                     self._connected = anyio.Event()
                     down_since = anyio.current_time()
+                if client is not None:
+                    await self._drain_received(client)
                 if anyio.current_time() - down_since > self.reconnect_timeout:
                     self._fail(BusConnectionError(
                         f"MQTT broker {self.host}:{self.port} unreachable for more than "
@@ -312,8 +333,7 @@ class MqttBus(Bus):
             await self._window.acquire()
             self._check_failed()
         self._published += 1
-        self._outbox.setdefault(envelope.topic, []).append(
-            envelope.signed_json(self.key))
+        self._outbox.setdefault(envelope.topic, []).append(self.wire(envelope))
         if self._drained.is_set():
             self._drained = anyio.Event()
         self._outbox_ready.set()
@@ -322,6 +342,16 @@ class MqttBus(Bus):
             if len(self._own) > self._dedup_size:
                 self._own.popitem(last=False)
             await self._route(envelope, shared=False)
+
+    def wire(self, envelope: Envelope) -> bytes:
+        """What this bus sends for ``envelope``: stamped with the time and this bus's next
+        count, then signed."""
+        self._count += 1
+        return envelope.stamped_json(self.key, int(time.time() * 1000),
+                                     f"{self.bus_id}:{self._count}")
+
+    def connected_since(self) -> float | None:
+        return self._up_since
 
     async def _batcher(self) -> None:
         """Turn each burst of envelopes into one message per topic (up to ``max_batch``)."""
@@ -384,16 +414,25 @@ class MqttBus(Bus):
         except ValueError:
             self._rejected(topic, "not an envelope", {"bytes": len(payload)})
             return
+        now = time.time()
         for env in envs:
+            about = {"id": env.id[:200], "sender": env.sender[:200], "kind": env.kind[:200]}
             if not env.verify(self.key):
                 self._rejected(topic, "unsigned" if env.sig is None else "bad signature",
-                               {"id": env.id[:200], "sender": env.sender[:200],
-                                "kind": env.kind[:200]})
+                               about)
                 continue
-            env.sig = None  # checked: receivers get the envelope as it was published
-            if env.id in self._seen:
+            if env.id in self._seen:  # (a redelivery: the broker's, after a reconnect)
                 self._duplicates += 1
                 continue
+            stale = self.fresh.check(env, now)
+            if stale is not None:
+                if stale[0] == "duplicate":
+                    self._duplicates += 1
+                else:
+                    self._rejected(topic, stale[0], {**about, "why": stale[1]})
+                continue
+            # checked: receivers get the envelope as it was published
+            env.sig = env.sent_ms = env.origin = None
             self._seen[env.id] = None
             if len(self._seen) > self._dedup_size:
                 self._seen.popitem(last=False)
@@ -407,10 +446,18 @@ class MqttBus(Bus):
         self._filters[sub.topic_filter] = n + 1
         if n == 0:
             client = await self._wait_connected()
-            # shielded: a subscribe cancelled half-way leaves the broker's SUBACK without its
-            # waiter (aiomqtt logs a KeyError) and the filter count out of step with the broker
-            with anyio.move_on_after(30, shield=True):
-                await self._subscribe(client, sub.topic_filter)
+            try:
+                # shielded: a subscribe cancelled half-way leaves the broker's SUBACK without
+                # its waiter (aiomqtt logs a KeyError) and the filter count out of step with
+                # the broker
+                with anyio.move_on_after(30, shield=True):
+                    await self._subscribe(client, sub.topic_filter)
+            except aiomqtt.MqttError:
+                # the connection dropped (a broker restart): the next one subscribes to every
+                # filter counted above before anyone uses it, so wait for it, as long as the
+                # bus waits for the broker (``reconnect_timeout``); an episode starting in an
+                # outage rides it out instead of failing at once
+                await self._wait_connected(other_than=client)
 
     async def _subscribe(self, client: aiomqtt.Client, topic_filter: str) -> None:
         if self.protocol == 4:
@@ -436,13 +483,19 @@ class MqttBus(Bus):
             except aiomqtt.MqttError:
                 pass  # the session ends with the connection; nothing left to clean
 
-    async def _wait_connected(self) -> aiomqtt.Client:
+    async def _wait_connected(self, other_than: aiomqtt.Client | None = None
+                              ) -> aiomqtt.Client:
+        """The live connection (one other than ``other_than``, which failed); waits through
+        an outage, up to ``reconnect_timeout`` (then :class:`BusConnectionError`)."""
         while True:
             self._check_failed()
             client = self._client
-            if client is not None:
+            if client is not None and client is not other_than:
                 return client
-            await self._connected.wait()
+            if client is None:
+                await self._connected.wait()
+            else:  # the failed connection's end is not yet seen by the supervisor
+                await anyio.sleep(0.05)
 
     def statistics(self) -> BusStatistics:
         base = super().statistics()
@@ -451,4 +504,5 @@ class MqttBus(Bus):
 
     def describe(self) -> dict[str, Any]:
         return {"host": self.host, "port": self.port, "prefix": self.prefix, "qos": self.qos,
-                "window": self.window, "max_batch": self.max_batch, "local": self.local}
+                "window": self.window, "max_batch": self.max_batch, "local": self.local,
+                "max_age": self.fresh.max_age, "max_skew": self.fresh.max_skew}

@@ -85,7 +85,7 @@ async def test_what_the_broker_queued_while_we_were_away_is_delivered(
         own_broker.start()
         planted = env(sub_bus, 7)
         async with aiomqtt.Client("127.0.0.1", own_broker.port) as other:
-            await other.publish(planted.topic, planted.signed_json(sub_bus.key), qos=1)
+            await other.publish(planted.topic, sub_bus.wire(planted), qos=1)
         with anyio.fail_after(20):
             got = await sub.__anext__()
         assert got.payload == {"i": 7}
