@@ -16,8 +16,9 @@
     │   ├── ToolError          (returned to the agent as an observation, never raised out)
     │   └── AppError           an app plugin that cannot be loaded or breaks the contract
     ├── IncompleteOutputError  coworkenv.outputs: an output cut short or changed
-    └── TrainingDataError      coworkenv.training: nothing left to export or to train on
-        └── NothingToExportError, NothingToTrainError
+    ├── TrainingDataError      coworkenv.training: nothing left to export or to train on
+    │   └── NothingToExportError, NothingToTrainError
+    └── ServerFailedError      coworkenv.training: the model server can no longer answer
 
 Each package's own ``errors.py`` draws its part of the tree. Errors that say a value is
 wrong also derive from ``ValueError`` (``BusURLError``, the training data errors), timeouts

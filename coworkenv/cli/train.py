@@ -11,6 +11,7 @@ import typer
 from ._common import (
     DB_HELP,
     app,
+    bind_or_fail,
     console,
     fail,
     known_run,
@@ -288,18 +289,26 @@ def serve(
         "conversation (an episode's next turn): only the tokens they add are computed, and "
         "requests are generated one at a time (0: none, batches). Default: 2048 on the CPU, "
         "where computing prompts is most of a call; 0 on a GPU")] = None,
+    request_timeout_s: Annotated[float, typer.Option(
+        min=1, help="A request not answered in this many seconds gets 504")] = 600.0,
+    max_body_bytes: Annotated[int, typer.Option(
+        min=1024, help="Largest request body (a long conversation with its tools)")] = 16 << 20,
 ) -> None:
     """Serve a checkpoint as an OpenAI-compatible chat endpoint (transformers; the chat
     template and tool-call parser training uses), for `coworkenv run --agent openai:NAME`.
     Concurrent requests are generated in batches, similar lengths together; on the CPU, one
     at a time, each continuing its conversation's cached prefix (--prefix-cache-mb)."""
     _train_imports("serve")
+    from ..http_server import EdgeLimits
     from ..training.serve import ChatModel, ChatServer, default_prefix_cache_mb
 
     if prefix_cache_mb is None:
         prefix_cache_mb = default_prefix_cache_mb(device)
+    limits = EdgeLimits(max_body_bytes=max_body_bytes, request_timeout_s=request_timeout_s)
     m = ChatModel(model, name=name or "", device=device, prefix_cache_mb=prefix_cache_mb)
-    srv = ChatServer(m, host, port, max_batch=max_batch, max_batch_tokens=max_batch_tokens)
+    srv = bind_or_fail(lambda: ChatServer(m, host, port, max_batch=max_batch,
+                                          max_batch_tokens=max_batch_tokens, limits=limits),
+                       host, port)
     if m.prefixes is not None:
         how = f"one request at a time, reusing up to {prefix_cache_mb:g} MB of cached prefixes"
     else:
@@ -310,3 +319,7 @@ def serve(
                   f"at {srv.base_url}, {how}", highlight=False)
     with contextlib.suppress(KeyboardInterrupt):
         srv.serve_forever()
+    failure = srv.failure()
+    if failure is not None:
+        raise fail(f"serve: stopped answering: the generation thread stopped: "
+                   f"{type(failure).__name__}: {failure}", code=1)

@@ -37,13 +37,17 @@ import functools
 import hashlib
 import json
 import queue
+import sys
 import threading
 import time
 from collections import OrderedDict
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from ..http_server import EdgeLimits
+from .errors import ServerFailedError
 
 
 def weights_hash(path: str) -> str:
@@ -403,6 +407,17 @@ class ChatModel:
                           "total_tokens": len(prompt_ids) + len(new)}}
 
 
+def _settle(done: Future[dict[str, Any]], reply: dict[str, Any] | None = None, *,
+             error: BaseException | None = None) -> None:
+    """Give a request its reply or error, unless its client is gone: a request cancelled
+    (answered 504, or its connection closed) must not stop the generation thread."""
+    with contextlib.suppress(InvalidStateError):
+        if error is not None:
+            done.set_exception(error)
+        else:
+            done.set_result(reply)  # type: ignore[arg-type]
+
+
 class ChatServer:
     """``POST /v1/chat/completions`` and ``GET /v1/models`` for one :class:`ChatModel`, a
     Starlette app on uvicorn (:class:`~coworkenv.http_server.AppServer`).
@@ -415,19 +430,28 @@ class ChatServer:
     runs out of memory is served again in halves, and the cap becomes half its padded size.
     Stopped (SIGTERM, Ctrl-C), it waits ``grace_s`` seconds at most for the requests in flight:
     a queue of long generations (a client that died with hundreds waiting) does not keep it
-    running for minutes."""
+    running for minutes.
+
+    The routes sit behind :func:`~coworkenv.http_server.guard` (``limits``: request bodies
+    bounded, each request answered within ``request_timeout_s`` or 504). Should the
+    generation thread die, every waiting request and every later one is answered 503 with
+    the reason, ``/health`` says 503, and :meth:`failure` tells the command to exit 1."""
 
     def __init__(self, model: ChatModel, host: str = "127.0.0.1", port: int = 0, *,
                  max_batch: int = 64, max_batch_tokens: int | None = None,
-                 gather_s: float = 0.01, grace_s: float = 5.0) -> None:
+                 gather_s: float = 0.01, grace_s: float = 5.0,
+                 limits: EdgeLimits | None = None) -> None:
         if max_batch < 1:
             raise ValueError(f"max_batch must be at least 1, not {max_batch}")
         if max_batch_tokens is not None and max_batch_tokens < 1:
             raise ValueError(f"max_batch_tokens must be at least 1 (or None: no cap), "
                              f"not {max_batch_tokens}")
-        from ..http_server import AppServer
+        from ..http_server import AppServer, guard
 
         self.model = model
+        self.limits = limits or EdgeLimits(max_body_bytes=16 << 20, request_timeout_s=600.0)
+        self._died: BaseException | None = None
+        self._in_hand: list[tuple[Request, list[int], Future[dict[str, Any]]]] = []
         self.max_batch = max_batch
         self.max_batch_tokens = max_batch_tokens
         """The padded size a batch may have; lowered when a batch runs out of memory."""
@@ -437,8 +461,8 @@ class ChatServer:
         """A batch is closed once no new request came for this long (or it is full)."""
         self._queue: queue.Queue[tuple[Request, list[int], Future[dict[str, Any]]] | None] = (
             queue.Queue())
-        self._server = AppServer(self.app(), host, port, name="coworkenv-serve",
-                                 grace_s=grace_s)
+        self._server = AppServer(guard(self.app(), self.failure, self.limits), host, port,
+                                 name="coworkenv-serve", grace_s=grace_s)
         self._generator = threading.Thread(target=self._generate, name="coworkenv-generate",
                                            daemon=True)
         self._generator.start()
@@ -473,13 +497,22 @@ class ChatServer:
                                             "largest_batch_tokens": m.largest_batch,
                                             **m.prefix_stats(), **m.memory()}]}
 
+    def failure(self) -> BaseException | None:
+        """Why the server can no longer answer (its generation thread died), or None."""
+        return self._died
+
     def submit(self, body: dict[str, Any]) -> Future[dict[str, Any]]:
         """Queue one chat request for the generation thread (a bad request fails here, alone,
         before batching)."""
+        if self._died is not None:
+            raise ServerFailedError(f"the generation thread stopped: {self._died}")
         request = Request.from_body(body)
         prompt = self.model.prompt(request)
         done: Future[dict[str, Any]] = Future()
         self._queue.put((request, prompt, done))
+        if self._died is not None and not done.done():  # (died while this was queued)
+            _settle(done, error=ServerFailedError(f"the generation thread stopped: "
+                                                 f"{self._died}"))
         return done
 
     def completion(self, reply: dict[str, Any]) -> dict[str, Any]:
@@ -513,12 +546,16 @@ class ChatServer:
             try:
                 body = json.loads(await request.body())
                 done = await anyio.to_thread.run_sync(self.submit, body)
+            except ServerFailedError as exc:
+                return error(503, "server_error", str(exc))
             except (ValueError, TypeError, KeyError) as exc:
                 return error(400, "invalid_request_error", f"{type(exc).__name__}: {exc}")
             except Exception as exc:  # (e.g. the tokenizer failed: said as JSON, like the rest)
                 return error(500, "server_error", f"{type(exc).__name__}: {exc}")
             try:
                 reply = await asyncio.wrap_future(done)
+            except ServerFailedError as exc:
+                return error(503, "server_error", str(exc))
             except Exception as exc:  # (the batch failed: every request in it says why)
                 return error(500, "server_error", f"{type(exc).__name__}: {exc}")
             return JSONResponse(self.completion(reply))
@@ -533,7 +570,27 @@ class ChatServer:
             Route("/{path:path}", not_found, methods=["GET", "POST"])])
 
     def _generate(self) -> None:
-        """The generation thread: take what is waiting, serve it in batches, repeat."""
+        """The generation thread; should it die, it fails what waits and says why."""
+        try:
+            self._generate_all()
+        except BaseException as exc:
+            self._died = exc
+            print(f"coworkenv serve: the generation thread stopped: {type(exc).__name__}: "
+                  f"{exc}", file=sys.stderr, flush=True)
+            failed = ServerFailedError(f"the generation thread stopped: {exc}")
+            for _, _, done in self._in_hand:
+                if not done.done():
+                    _settle(done, error=failed)
+            while True:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    return
+                if item is not None and not item[2].done():
+                    _settle(item[2], error=failed)
+
+    def _generate_all(self) -> None:
+        """Take what is waiting, serve it in batches, repeat."""
         while True:
             first = self._queue.get()
             if first is None:
@@ -548,6 +605,7 @@ class ChatServer:
                     self._queue.put(None)
                     break
                 waiting.append(more)
+            self._in_hand = waiting
             # greedy requests together, samples of one temperature together, seeded samples alone
             groups: dict[Any, list[tuple[Request, list[int], Future[dict[str, Any]]]]] = {}
             for i, w in enumerate(waiting):
@@ -574,11 +632,11 @@ class ChatServer:
         except Exception as exc:
             if not (len(batch) > 1 and out_of_memory(exc)):
                 for _, _, done in batch:  # (every waiter gets the error; the server goes on)
-                    done.set_exception(exc)
+                    _settle(done, error=exc)
                 return
         else:
             for (_, _, done), reply in zip(batch, replies, strict=True):
-                done.set_result(reply)
+                _settle(done, reply)
             return
         # out of memory: split only now, outside the handler, whose traceback holds the
         # failed batch's tensors (retried inside it, the halves ran out of memory too)

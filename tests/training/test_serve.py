@@ -384,3 +384,42 @@ def test_the_serve_benchmark_runs_both_modes_on_real_episodes() -> None:
     assert batched["prompt_tokens_computed"] is None and prefix["prompt_tokens_computed"] > 0
     assert 0 <= out["same_outcome"] <= 1 and out["speedup_per_call"] > 0
     assert "prefix 1/1" in r.stderr  # progress, as it goes
+
+
+def test_the_model_server_bounds_requests_and_says_when_it_cannot_answer(model: Any) -> None:
+    """Behind the same edge as every server: a body over the limit is 413, a request not
+    answered in time 504 (and the server goes on: setting the cancelled request's reply
+    killed its generation thread before); when the generation thread dies, /health and every
+    request say so with 503 (they waited forever before)."""
+    import time
+    from concurrent.futures import Future
+
+    from coworkenv.http_server import EdgeLimits
+    from coworkenv.training.serve import ChatServer
+
+    limits = EdgeLimits(max_body_bytes=64 << 10, request_timeout_s=1.0)
+    with ChatServer(model, max_batch=1, limits=limits) as srv:
+        base = srv.base_url
+        status, body = _post(base, {**BODIES[2], "messages": [
+            {"role": "user", "content": "x" * (70 << 10)}]})
+        assert status == 413, body
+        status, body = _post(base, {**BODIES[1], "max_tokens": 400})  # (seconds on a CPU)
+        assert status == 504 and "1 s" in body["error"], body
+        deadline = time.monotonic() + 120  # the server goes on (once the cancelled
+        while time.monotonic() < deadline:  # request's generation, which no one gets, ends)
+            status, body = _post(base, {**BODIES[2], "max_tokens": 4})
+            if status != 504:
+                break
+        assert status == 200 and srv.failure() is None, body
+        with urllib.request.urlopen(base.removesuffix("/v1") + "/health", timeout=60) as r:
+            assert r.status == 200
+        srv._queue.put((object(), [], Future()))  # type: ignore[arg-type]  (not a request:
+        deadline = time.monotonic() + 60  # the generation thread dies on it)
+        while srv.failure() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        with pytest.raises(urllib.error.HTTPError) as health:
+            urllib.request.urlopen(base.removesuffix("/v1") + "/health", timeout=60)
+        assert health.value.code == 503
+        assert "AttributeError" in json.loads(health.value.read())["error"]
+        status, body = _post(base, BODIES[2])
+        assert status == 503 and "generation thread stopped" in body["error"]["message"], body
