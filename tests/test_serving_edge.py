@@ -290,3 +290,38 @@ def test_clients_that_leave_mid_step_leave_abandoned_episodes_and_a_quiet_log(
         rc, out = stop(proc)
     assert rc == 0 and "Traceback" not in out, out
     assert_one_abandoned(db)
+
+
+def test_mcp_over_http_caps_its_sessions_and_ends_a_left_episode_abandoned(
+        tmp_path: Path) -> None:
+    """`coworkenv mcp --transport http` serves at most --max-sessions MCP sessions at once
+    (one more is answered 503; it had no cap), and a client that opens sessions and goes
+    away does not hold the episode forever: with no client for --session-idle-s, the server
+    stops, exit 0, and the episode ends ``abandoned``."""
+    import httpx
+
+    db, port = tmp_path / "m.db", free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "coworkenv.cli", "mcp", "--task", TASK,
+                             "--transport", "http", "--db", str(db), "--port", str(port),
+                             "--run-id", "edge", "--max-sessions", "2", "--session-idle-s", "3"],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "edge-test", "version": "0"}}}
+    try:
+        wait_for_port(proc, port)
+        codes = []
+        for _ in range(3):
+            r = httpx.post(f"http://127.0.0.1:{port}/mcp", json=init, timeout=20, headers={
+                "accept": "application/json, text/event-stream"})
+            codes.append(r.status_code)
+        assert codes == [200, 200, 503], codes
+        out, _ = proc.communicate(timeout=60)  # (nobody comes back: it stops by itself)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            out, _ = proc.communicate()
+    assert proc.returncode == 0, out
+    assert "no client for 3s" in out, out
+    assert_one_abandoned(db)

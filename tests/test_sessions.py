@@ -127,3 +127,24 @@ def test_session_errors(tmp_path: Path) -> None:
         Sessions(tmp_path / "e.db", role="boss")
     with pytest.raises(RunConfigError, match=f"^db {tmp_path}: is a folder"):
         Sessions(tmp_path)
+
+
+def test_a_run_opened_again_goes_on_after_its_last_trial(tmp_path: Path) -> None:
+    """Two servers given the same --run-id (or one restarted) record the same task's episodes
+    as further trials; the second took trial 0 again before, and its writer died on the
+    duplicate episode id."""
+    db = tmp_path / "again.db"
+    task = next(t for t in builtin_tasks() if t.id == "share-onboarding")
+
+    async def one() -> str:
+        async with Sessions(db, tasks=[task], run_id="again") as sessions:
+            session = sessions.session()
+            await session.reset(task.id)
+            result = await session.close()
+            assert sessions.failure is None
+            return str(result.episode_id)
+
+    ids = [anyio.run(one) for _ in range(2)]
+    assert ids == ["again:share-onboarding:0:0", "again:share-onboarding:1:0"]
+    with Reader(db) as r:
+        assert sorted(e.trial for e in r.episodes("again")) == [0, 1]

@@ -540,16 +540,28 @@ def mcp(
     seed: Annotated[int | None, typer.Option(help="Episode seed (default: derived)")] = None,
     agent_name: Annotated[str, typer.Option(help="The agent's name on record (e.g. the "
                                             "client and model under test)")] = "mcp",
+    max_sessions: Annotated[int, typer.Option(
+        min=1, help="MCP sessions open at once (http; one more is answered 503)")] = 8,
+    session_idle_s: Annotated[float, typer.Option(
+        min=1, help="An MCP session with no request for this many seconds expires; with no "
+        "client connected for as long, the server stops and the episode ends `abandoned` "
+        "(http)")] = 300.0,
+    request_timeout_s: Annotated[float, typer.Option(
+        min=1, help="A request not answered in this many seconds gets 504 (http)")] = 120.0,
+    max_body_bytes: Annotated[int, typer.Option(
+        min=1024, help="Largest request body (http)")] = 1 << 20,
 ) -> None:
     """Serve one live episode of a task over MCP: any MCP client is the agent under test.
 
     The server's instructions are the agent's opening (system prompt and task); its tools are
     the task's tools plus send_message, wait and finish; every call is the agent's action in
     the episode, recorded in --db like any run, and returns what the agent is told next.
-    Over stdio the episode ends when the client disconnects; over http, once it is over. The
-    graded result goes to stderr (stdout is the protocol over stdio)."""
+    Over stdio the episode ends when the client disconnects; over http, once it is over, or
+    once no client has been connected for --session-idle-s (an episode left unfinished ends
+    `abandoned`). The graded result goes to stderr (stdout is the protocol over stdio)."""
     import anyio
 
+    from ..http_server import EdgeLimits
     from ..serve.mcp import TRANSPORTS, serve_episode
     from ..sim import RunConfigError, builtin_tasks
 
@@ -562,9 +574,12 @@ def mcp(
         raise fail(f"--task: no task {task!r} among the {len(loaded)} loaded"
                    + ("" if tasks else " (built-in; give --tasks PATH for others)"))
     try:
+        limits = EdgeLimits(max_body_bytes=max_body_bytes, request_timeout_s=request_timeout_s,
+                            session_idle_s=session_idle_s)
         anyio.run(lambda: serve_episode(found[0], db, transport=transport, host=host, port=port,
                                         run_id=run_id, tools=toolset(tools), seed=seed,
-                                        agent_name=agent_name))
+                                        agent_name=agent_name, limits=limits,
+                                        max_sessions=max_sessions))
     except RunConfigError as exc:
         raise fail(str(exc)) from None
     except OSError as exc:  # (bound before anything is recorded: a busy port records nothing)

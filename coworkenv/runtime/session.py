@@ -25,6 +25,7 @@ import contextlib
 import hashlib
 import itertools
 import json
+import sqlite3
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -481,6 +482,7 @@ class Sessions:
         await self.bus.__aenter__()
         try:
             await self.store.__aenter__()
+            self._counter = itertools.count(self._next_trial())
             await self.store.create_run(self.run_id, self.agent_name,
                                         {"role": self.role, "source": self.source,
                                          "tasks": sorted(self.tasks)})
@@ -490,6 +492,17 @@ class Sessions:
             await self.bus.__aexit__(None, None, None)
             raise
         return self
+
+    def _next_trial(self) -> int:
+        """Where the trials go on in a run opened again (the same ``run_id`` given to another
+        server, or after a restart): after its last one, so that no episode id is taken
+        twice."""
+        if self.store.uri:  # (in memory: a new store holds no run)
+            return 0
+        with contextlib.closing(sqlite3.connect(self.store.target)) as c:
+            (n,) = c.execute("SELECT coalesce(max(trial) + 1, 0) FROM episodes WHERE run_id=?",
+                             (self.run_id,)).fetchone()
+        return int(n)
 
     async def __aexit__(self, *exc: Any) -> None:
         try:

@@ -20,6 +20,7 @@ from typing import Any
 
 import anyio
 
+from ..http_server import EdgeLimits
 from ..runtime.session import EPISODE_OVER, Action, Session, Sessions, answer_texts
 from ..sim.task import Task
 
@@ -79,6 +80,9 @@ class HttpEpisode:
 
     def __init__(self, web: Any, url: str) -> None:
         self.web, self.url, self.stopped = web, url, anyio.Event()
+        self.idle = False
+        """Stopped because no client came for ``idle_s`` seconds (the episode is left)."""
+        self.idle_s = 0.0
 
     def stop(self) -> None:
         """Stop serving once the answers in flight have gone out."""
@@ -88,25 +92,42 @@ class HttpEpisode:
 @contextlib.asynccontextmanager
 async def episode_http(session: Session, tools: list[dict[str, Any]], instructions: str, *,
                        host: str = "127.0.0.1", port: int = 0, stop_when_over: bool = False,
-                       sock: Any = None) -> AsyncIterator[HttpEpisode]:
+                       sock: Any = None, limits: EdgeLimits | None = None,
+                       max_sessions: int = 8) -> AsyncIterator[HttpEpisode]:
     """Serve ``session``'s tools over streamable HTTP (uvicorn) while the block runs
     (``port=0``: a free port). ``stopped`` is set when the server ends (its own signal
     handling included); ``stop_when_over`` stops it once the episode is over and the client
-    has gone (or :data:`GRACE_S` later)."""
+    has gone (or :data:`GRACE_S` later), or once no client has had a connection open for
+    ``limits.session_idle_s`` (``idle`` says so: the episode was left).
+
+    Behind :func:`~coworkenv.http_server.guard` (``limits``); MCP sessions (the SDK's) are
+    capped at ``max_sessions`` at once (a client over the cap gets 503) and each expires
+    after ``session_idle_s`` without a request."""
     import uvicorn
 
-    from ..http_server import EdgeLimits, bound_socket, guard
+    from ..http_server import bound_socket, guard
 
     sock = sock or bound_socket(host, port)  # (given: bound before anything was recorded)
     bound = sock.getsockname()[1]
     ended = anyio.Event()
     server = episode_server(session, tools, instructions,
                             on_over=ended.set if stop_when_over else None)
-    limits = EdgeLimits()
-    app = guard(server.streamable_http_app(host=host), lambda: session.host.failure, limits)
+    limits = limits or EdgeLimits()
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    async def health(request: Any) -> JSONResponse:  # (unhealthy: the guard answers 503)
+        return JSONResponse({"status": "healthy"})
+
+    app = guard(server.streamable_http_app(
+        host=host, max_request_body_size=limits.max_body_bytes,
+        session_idle_timeout=limits.session_idle_s, max_sessions=max_sessions,
+        custom_starlette_routes=[Route("/health", health, methods=["GET"])]),
+        lambda: session.host.failure, limits)
     web = uvicorn.Server(uvicorn.Config(app, host=host, log_level="warning", lifespan="on",
                                         ws_max_size=limits.max_message_bytes))
     served = HttpEpisode(web, f"http://{host}:{bound}/mcp")
+    served.idle_s = limits.session_idle_s
 
     async def serve() -> None:
         try:
@@ -120,18 +141,35 @@ async def episode_http(session: Session, tools: list[dict[str, Any]], instructio
     async def stop_after_the_client() -> None:
         """Once the episode is over, stop when the client has closed its connections (its
         session's last request, a DELETE, comes after the last answer), or after a grace."""
+        await ended.wait()
+        with anyio.move_on_after(GRACE_S):
+            # (uvicorn keeps its open connections in a set, and says nothing when it changes)
+            while web.server_state.connections:  # noqa: ASYNC110
+                await anyio.sleep(0.02)
+        served.stop()
+
+    async def stop_when_left() -> None:
+        """No connection open for ``session_idle_s``: the client left the episode."""
+        quiet_since = anyio.current_time()
+        while True:
+            await anyio.sleep(min(1.0, limits.session_idle_s / 4))
+            if web.server_state.connections:
+                quiet_since = anyio.current_time()
+            elif anyio.current_time() - quiet_since > limits.session_idle_s:
+                served.idle = True
+                served.stop()
+                return
+
+    async def watch() -> None:
         with watching:
-            await ended.wait()
-            with anyio.move_on_after(GRACE_S):
-                # (uvicorn keeps its open connections in a set, and says nothing when it changes)
-                while web.server_state.connections:  # noqa: ASYNC110
-                    await anyio.sleep(0.02)
-            served.stop()
+            async with anyio.create_task_group() as both:
+                both.start_soon(stop_after_the_client)
+                both.start_soon(stop_when_left)
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(serve)
         if stop_when_over:
-            tg.start_soon(stop_after_the_client)
+            tg.start_soon(watch)
         # (uvicorn says it has started only by a flag)
         while not web.started and not served.stopped.is_set():  # noqa: ASYNC110
             await anyio.sleep(0.005)
@@ -154,9 +192,11 @@ def _say(text: str) -> None:
 async def serve_episode(task: Task, db: str | Path, *, transport: str = "stdio",
                         host: str = "127.0.0.1", port: int = 8200,
                         run_id: str | None = None, tools: Sequence[str] | None = None,
-                        agent_name: str = "mcp", seed: int | None = None) -> Any:
+                        agent_name: str = "mcp", seed: int | None = None,
+                        limits: EdgeLimits | None = None, max_sessions: int = 8) -> Any:
     """Serve one episode of ``task`` over MCP until the client leaves (stdio) or the episode
-    is over (HTTP); return its graded result (recorded in ``db``)."""
+    is over (HTTP: or no client came for ``limits.session_idle_s``); return its graded result
+    (recorded in ``db``). An episode the client left unfinished ends ``abandoned``."""
     if transport not in TRANSPORTS:
         from ..sim.errors import RunConfigError
 
@@ -185,10 +225,14 @@ async def serve_episode(task: Task, db: str | Path, *, transport: str = "stdio",
                 await server.run(read, write, server.create_initialization_options())
         else:
             async with episode_http(session, offered, instructions, host=host, port=port,
-                                    stop_when_over=True, sock=sock) as served:
+                                    stop_when_over=True, sock=sock, limits=limits,
+                                    max_sessions=max_sessions) as served:
                 _say(f"coworkenv mcp: serving {served.url}")
                 await served.stopped.wait()
-        result = await session.close()
+            if served.idle:
+                _say(f"coworkenv mcp: no client for {served.idle_s:g}s: the episode is "
+                     "left unfinished")
+        result = await session.close(abandoned=not session.done)
     _say(f"coworkenv mcp: episode {result.episode_id}: {result.termination}, score "
          f"{result.score:.3f} (completion {result.completion:.3f}, safety {result.safety:.3f}, "
          f"robustness {result.robustness:.3f}), {result.turns} actions")
