@@ -10,7 +10,8 @@ from .generate import (
     spec_fingerprint,
     synthesize,
 )
-from .requirement import WorkflowRequirement, load_requirement
+from .reading import load_requirement
+from .requirement import WorkflowRequirement
 from .validate import Rejection, Report, validate_task, validate_task_async
 
 __all__ = ["FAMILIES", "Attempt", "Family", "OpenAIGenerator", "OpenAIPlanGenerator",

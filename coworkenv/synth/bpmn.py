@@ -34,7 +34,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..sim.errors import TaskFileError
-from .compose import Stage
+from .plan import Stage
 from .requirement import Parameters, WorkflowRequirement
 
 NodeKind = Literal["start", "end", "user", "manual", "service", "send", "exclusive",

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import random
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..sim.loader import company
 from ..workspace.models import parse_iso
 from ..workspace.text import as_number
+from .plan import PlanError, Stage, plan_shape
 from .primitives import PRIMITIVES, PrimitiveName
 from .requirement import WorkflowRequirement
 
@@ -71,16 +72,6 @@ TOPICS = ["Laptop replacement", "VPN access", "Expense reimbursement", "New hire
 
 
 @dataclass(slots=True)
-class Stage:
-    primitive: str
-    params: dict[str, Any] = field(default_factory=dict)
-
-    def label(self) -> str:
-        extra = self.params.get("variant") or self.params.get("n") or ""
-        return f"{self.primitive}{f':{extra}' if extra else ''}"
-
-
-@dataclass(slots=True)
 class Value:
     """Something the plan learns and states later: a figure, with the event revealing it."""
 
@@ -88,14 +79,6 @@ class Value:
     text: str
     source: dict[str, Any]
     stale: str | None = None
-
-
-class PlanError(ValueError):
-    """A plan that cannot be bound (e.g. more parts than people)."""
-
-
-def plan_shape(plan: list[Stage]) -> str:
-    return ">".join(s.label() for s in plan)
 
 
 def _money(rng: random.Random, lo: int, hi: int) -> str:

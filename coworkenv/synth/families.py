@@ -13,7 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .compose import Stage, compose
+from .compose import compose
+from .plan import Stage
 from .requirement import WorkflowRequirement
 
 Spec = dict[str, Any]

@@ -25,9 +25,10 @@ from ..agents.openai_agent import Endpoint
 from ..sim.errors import EpisodeFailure
 from ..sim.task import Task
 from ..workspace import REGISTRY
-from .compose import Composer, PlanError, PlanProposal, compose, plan_of
+from .compose import Composer, PlanProposal, compose, plan_of
 from .families import families_for
 from .people import fresh_people
+from .plan import PlanError
 from .primitives import catalog
 from .requirement import WorkflowRequirement
 from .validate import Report, validate_task, validate_task_async

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ..sim.errors import TaskFileError
 from ..sim.task import Capability
 
 Difficulty = Literal["easy", "medium", "hard"]
@@ -55,25 +52,3 @@ class WorkflowRequirement(BaseModel):
         if bad:
             raise ValueError(f"capabilities: weights must be > 0, got {bad}")
         return self
-
-
-def load_requirement(path: str | Path) -> WorkflowRequirement:
-    """A requirement from a YAML file, or from a BPMN 2.0 process file (``.bpmn``)."""
-    p = Path(path)
-    if p.suffix.lower() in (".bpmn", ".xml"):
-        from .bpmn import read_process
-
-        return read_process(p)[0]
-    if p.is_dir():
-        raise TaskFileError(str(p), ["is a folder; give requirement files (.yaml or .bpmn)"])
-    try:
-        data = yaml.safe_load(p.read_text())
-        return WorkflowRequirement.model_validate(data)
-    except FileNotFoundError:
-        raise TaskFileError(str(p), ["no such file"]) from None
-    except yaml.YAMLError as exc:
-        raise TaskFileError(str(p), [f"not YAML: {exc}"]) from None
-    except ValidationError as exc:
-        raise TaskFileError(str(p), [
-            f"{'.'.join(str(x) for x in e['loc']) or '(top level)'}: {e['msg']}"
-            for e in exc.errors()]) from None

@@ -27,8 +27,9 @@ from coworkenv.synth import (
     validate_task,
 )
 from coworkenv.synth.bpmn import read_process
-from coworkenv.synth.compose import VARIANTS, Stage, compose
+from coworkenv.synth.compose import VARIANTS, compose
 from coworkenv.synth.people import fresh_people
+from coworkenv.synth.plan import Stage
 from coworkenv.synth.primitives import PRIMITIVES
 from coworkenv.synth.requirement import Parameters, WorkflowRequirement
 from coworkenv.workspace import REGISTRY
