@@ -30,7 +30,6 @@ import asyncio
 import contextlib
 import json
 import random
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -40,17 +39,15 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import free_port
 
 from coworkenv.sim import Task, builtin_tasks
 from coworkenv.sim.task import FinishStep, MessageStep, ToolStep, WaitStep, resolve_refs
 
 CLI = [sys.executable, "-m", "coworkenv.cli"]
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def wait_listening(port: int, proc: subprocess.Popen[bytes], log: Path,

@@ -35,6 +35,9 @@ from typing import Any
 import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import free_port
 
 from coworkenv.runtime import Action, Sessions
 from coworkenv.sim import builtin_tasks
@@ -114,11 +117,6 @@ def in_process(n: int, k: int, db: Path) -> dict[str, Any]:
             "cpu_per_step_us": _per_step_us(cpu, len(latencies)), **percentiles(latencies)}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
 
 def over_openenv(n: int, k: int, db: Path) -> dict[str, Any]:
     from openenv.core.env_server.mcp_types import CallToolAction
@@ -126,7 +124,7 @@ def over_openenv(n: int, k: int, db: Path) -> dict[str, Any]:
 
     task = next(t for t in builtin_tasks() if t.id == TASK)
     plan = actions(task.user.person, k)
-    port = _free_port()
+    port = free_port()
     server = subprocess.Popen([sys.executable, "-m", "coworkenv.cli", "serve-env", "--db",
                                str(db), "--port", str(port), "--max-sessions", str(n),
                                "--agent-name", "bench"], stdin=subprocess.DEVNULL,

@@ -279,6 +279,9 @@ class Session:
         finally:
             ended.set()
             agent.end()
+            # over: the host has nothing left to end (a long-lived host, a server, kept every
+            # finished session, its workspace and its events, until it stopped)
+            self.host._sessions.discard(self)
 
     async def _next(self) -> list[dict[str, Any]] | None:
         """What the agent is told before its next decision (None: the episode ended). One
@@ -351,12 +354,18 @@ class Session:
                     tg.start_soon(drain)
                     await ended.wait()
                     tg.cancel_scope.cancel()
-        self.agent.close()
-        self.host._sessions.discard(self)
+        self.release()
         if self.error is not None:
             raise self.error
         assert self.result is not None
         return self.result
+
+    def release(self) -> None:
+        """Let go of the seat of an episode that is over (its caller read what it wanted):
+        :meth:`close` does this; a server whose client finished calls it alone."""
+        if self.agent is not None:
+            self.agent.close()
+        self.host._sessions.discard(self)
 
 
 class Sessions:
@@ -492,6 +501,11 @@ class Sessions:
             await self.bus.__aexit__(None, None, None)
             raise
         return self
+
+    @property
+    def open(self) -> int:
+        """Sessions whose episode is still running (a finished one is let go at once)."""
+        return len(self._sessions)
 
     def _next_trial(self) -> int:
         """Where the trials go on in a run opened again (the same ``run_id`` given to another

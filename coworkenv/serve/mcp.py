@@ -13,6 +13,7 @@ away (stdio) or the episode is over (HTTP), the episode is ended, graded and rec
 from __future__ import annotations
 
 import contextlib
+import inspect
 import sys
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
@@ -119,10 +120,14 @@ async def episode_http(session: Session, tools: list[dict[str, Any]], instructio
     async def health(request: Any) -> JSONResponse:  # (unhealthy: the guard answers 503)
         return JSONResponse({"status": "healthy"})
 
+    # (the SDK caps and expires sessions from mcp 2.3, which the `mcp` extra asks for; an
+    # older one, as verifiers' environments may bring, serves without)
+    known = inspect.signature(server.streamable_http_app).parameters
+    caps = {k: v for k, v in (("session_idle_timeout", limits.session_idle_s),
+                              ("max_sessions", max_sessions)) if k in known}
     app = guard(server.streamable_http_app(
         host=host, max_request_body_size=limits.max_body_bytes,
-        session_idle_timeout=limits.session_idle_s, max_sessions=max_sessions,
-        custom_starlette_routes=[Route("/health", health, methods=["GET"])]),
+        custom_starlette_routes=[Route("/health", health, methods=["GET"])], **caps),
         lambda: session.host.failure, limits)
     web = uvicorn.Server(uvicorn.Config(app, host=host, log_level="warning", lifespan="on",
                                         ws_max_size=limits.max_message_bytes))

@@ -232,6 +232,8 @@ def environment_class(host: Any) -> type[Any]:
             session, self.session = self.session, None
             if session is not None and not session.done:
                 host.close(session)
+            elif session is not None:
+                host.release(session)
             self._offered = None  # (no server is built only to be closed)
             super().close()
 
@@ -280,6 +282,13 @@ class LoopSessions:
             return
         with contextlib.suppress(Exception):
             self.call(self._close(session))
+
+    def release(self, session: Session) -> None:
+        """Let go of a finished session, on the loop's thread (its streams are the loop's)."""
+        if self.loop is None or _on(self.loop):
+            session.release()
+        else:
+            self.loop.call_soon_threadsafe(session.release)
 
     async def _close(self, session: Session) -> None:
         with contextlib.suppress(Exception):  # (on record in self.failure)
