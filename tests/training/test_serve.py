@@ -403,14 +403,14 @@ def test_the_model_server_bounds_requests_and_says_when_it_cannot_answer(model: 
         status, body = _post(base, {**BODIES[2], "messages": [
             {"role": "user", "content": "x" * (70 << 10)}]})
         assert status == 413, body
-        status, body = _post(base, {**BODIES[1], "max_tokens": 400})  # (seconds on a CPU)
+        status, body = _post(base, {**BODIES[1], "max_tokens": 200})  # (seconds on a CPU)
         assert status == 504 and "1 s" in body["error"], body
-        deadline = time.monotonic() + 120  # the server goes on (once the cancelled
-        while time.monotonic() < deadline:  # request's generation, which no one gets, ends)
-            status, body = _post(base, {**BODIES[2], "max_tokens": 4})
-            if status != 504:
-                break
-        assert status == 200 and srv.failure() is None, body
+        # the server goes on: the next request is served once the cancelled one's generation,
+        # which no one gets, ends (asked in process: over HTTP, a loaded machine may need
+        # more than the 1 s limit for it)
+        reply = srv.chat({**BODIES[2], "max_tokens": 4})
+        assert reply["choices"][0]["message"]["role"] == "assistant"
+        assert srv.failure() is None
         with urllib.request.urlopen(base.removesuffix("/v1") + "/health", timeout=60) as r:
             assert r.status == 200
         srv._queue.put((object(), [], Future()))  # type: ignore[arg-type]  (not a request:
