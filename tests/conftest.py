@@ -7,6 +7,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -113,6 +114,15 @@ class Broker:
             self.proc.send_signal(sig)
             self.proc.wait(10)
             self.proc = None
+
+
+@pytest.fixture
+def own_broker(tmp_path: Path) -> Iterator[Broker]:
+    """A Mosquitto of the test's own (see :class:`Broker`), killed at the end."""
+    b = Broker(tmp_path)
+    b.start()
+    yield b
+    b.stop(signal.SIGKILL)
 
 
 def free_port() -> int:

@@ -51,17 +51,14 @@ class Envelope(BaseModel):
 
     def signed_json(self, key: bytes) -> bytes:
         """``signed(key).model_dump_json()``, built from one serialisation."""
-        body = self.canonical()
-        sig = hmac.new(key, body, hashlib.sha256).hexdigest().encode()
-        return body[:-1] + b',"sig":"' + sig + b'"}'
+        return _with_sig(self.canonical(), key)
 
     def stamped_json(self, key: bytes, sent_ms: int, origin: str) -> bytes:
         """``model_copy(update={"sent_ms": ..., "origin": ...}).signed_json(key)``, from one
         serialisation (the stamps are the last fields before the signature)."""
         body = self.model_dump_json(exclude=_STAMPS).encode()
-        body = body[:-1] + b',"sent_ms":%d,"origin":"%s"}' % (sent_ms, origin.encode())
-        sig = hmac.new(key, body, hashlib.sha256).hexdigest().encode()
-        return body[:-1] + b',"sig":"' + sig + b'"}'
+        return _with_sig(body[:-1] + b',"sent_ms":%d,"origin":"%s"}'
+                         % (sent_ms, origin.encode()), key)
 
     def verify(self, key: bytes) -> bool:
         """Whether the signature is the key's over this envelope (constant-time compare)."""
@@ -72,6 +69,12 @@ class Envelope(BaseModel):
 
 
 _STAMPS = {"sent_ms", "origin", "sig"}
+
+
+def _with_sig(body: bytes, key: bytes) -> bytes:
+    """A signed text (a JSON object) with its signature added as the last field."""
+    sig = hmac.new(key, body, hashlib.sha256).hexdigest().encode()
+    return body[:-1] + b',"sig":"' + sig + b'"}'
 
 KEY_ENV = "COWORKENV_BUS_KEY"
 """The environment variable that holds the bus key of runs spread over several hosts."""

@@ -9,7 +9,6 @@ import signal
 import sqlite3
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,12 +23,6 @@ TRIALS = 30
 TASKS = "coworkenv/builtin_tasks"
 
 
-@pytest.fixture
-def own_broker(tmp_path: Path) -> Iterator[Broker]:
-    b = Broker(tmp_path)
-    b.start()
-    yield b
-    b.stop(signal.SIGKILL)
 
 
 def _completed(db: Path) -> int:

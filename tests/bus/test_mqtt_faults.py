@@ -8,8 +8,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import aiomqtt
 import anyio
@@ -22,12 +20,6 @@ from ..conftest import Broker, free_port
 
 pytestmark = [pytest.mark.anyio, pytest.mark.mqtt, pytest.mark.slow]
 
-@pytest.fixture
-def own_broker(tmp_path: Path) -> Iterator[Broker]:
-    b = Broker(tmp_path)
-    b.start()
-    yield b
-    b.stop(signal.SIGKILL)
 
 
 def env(bus: MqttBus, i: int) -> Envelope:
