@@ -15,6 +15,8 @@
     ├── WorkspaceError         coworkenv.workspace
     │   ├── ToolError          (returned to the agent as an observation, never raised out)
     │   └── AppError           an app plugin that cannot be loaded or breaks the contract
+    ├── SynthError             coworkenv.synth
+    │   └── PrimitiveError     a primitive plugin that cannot be loaded or breaks the contract
     ├── IncompleteOutputError  coworkenv.outputs: an output cut short or changed
     ├── TrainingDataError      coworkenv.training: nothing left to export or to train on
     │   └── NothingToExportError, NothingToTrainError

@@ -1,4 +1,4 @@
-"""Making and checking tasks: `synth`, `validate`, `schema`, `tools`, `apps`."""
+"""Making and checking tasks: `synth`, `validate`, `schema`, `tools`, `apps`, `primitives`."""
 
 from __future__ import annotations
 
@@ -100,6 +100,95 @@ def apps_(
                           f"{r.episodes} episode(s) replayed", highlight=False)
             for p in r.problems:
                 console.print(f"  - {escape(p)}", highlight=False)
+    if not all(r.ok for r in reports):
+        raise typer.Exit(1)
+
+
+@app.command("primitives", short_help="List the workflow primitives; check one against the "
+             "contract.")
+def primitives_(
+    check: Annotated[list[str] | None, typer.Option("--check", metavar="NAME", help="Run the "
+                                                    "primitive contract check on this "
+                                                    "primitive (repeatable)")] = None,
+    requirement: Annotated[Path | None, typer.Option("--requirement", help="A requirement "
+                                                     "file (.yaml or .bpmn) --check composes "
+                                                     "with (default: the primitive's own "
+                                                     "example, else every built-in app)")] = None,
+    seeds: Annotated[int, typer.Option("--seeds", min=1, help="Tasks --check composes per "
+                                       "variant")] = 3,
+    as_json: Annotated[bool, typer.Option("--json", help="JSON instead of a table")] = False,
+) -> None:
+    """The registered workflow primitives (entry points ``coworkenv.primitives``: name, phase,
+    apps, capabilities, variants, what must come before, where it comes from); with --check,
+    the primitive contract check on each named primitive: for every variant it can draw, the
+    smallest plan with it is composed with --seeds seeds and each task validated as
+    ``coworkenv synth`` does (the oracle passes, a no-op agent fails, every mutant of the
+    reference is killed). Exit 1 on any problem."""
+    from importlib.metadata import entry_points
+
+    from rich.table import Table
+
+    from ..synth import PRIMITIVES, PrimitiveError, check_primitive_contract, load_requirement
+    from ..synth.primitive import GROUP
+
+    try:
+        names = list(PRIMITIVES)
+    except PrimitiveError as exc:
+        raise fail(str(exc)) from None
+    origin = {ep.name: ep.value.split(":")[0] for ep in entry_points(group=GROUP)}
+
+    def apps(n: str) -> str:
+        return " and ".join("/".join(sorted(a)) for a in PRIMITIVES[n].apps if a) or "any"
+
+    if not check:
+        if as_json:
+            sys.stdout.write(json.dumps([
+                {"primitive": n, "phase": p.phase, "apps": [sorted(a) for a in p.apps],
+                 "capabilities": list(p.capabilities), "variants": dict(p.variants),
+                 "needs": list(p.needs), "last": p.last, "drawn": p.drawn,
+                 "module": origin.get(n, ""), "provides": p.provides, "grading": p.grading}
+                for n, p in PRIMITIVES.items()], indent=2) + "\n")
+            return
+        table = Table("primitive", "phase", "apps", "variants", "after", "module")
+        for n, p in PRIMITIVES.items():
+            table.add_row(n, p.phase, apps(n), ", ".join(p.variants), ", ".join(p.needs),
+                          origin.get(n, ""))
+        console.print(table)
+        return
+    unknown = [c for c in check if c not in names]
+    if unknown:
+        raise fail(f"--check: no registered primitive {unknown[0]!r} (registered: "
+                   f"{', '.join(sorted(names))})")
+    req = None
+    if requirement is not None:
+        if not requirement.exists():
+            raise fail(f"--requirement {requirement}: no such file")
+        try:
+            req = load_requirement(requirement)
+        except Exception as exc:
+            raise fail(f"--requirement {requirement}: {exc}") from None
+    reports = []
+    for name in check:
+        try:
+            reports.append(check_primitive_contract(
+                name, req, seeds, progress=None if as_json else
+                lambda line: err.print(f"  {escape(line)}", highlight=False)))
+        except Exception as exc:  # a requirement file the check cannot read, say
+            raise fail(f"--check {name}: {type(exc).__name__}: {exc}") from None
+    if as_json:
+        sys.stdout.write(json.dumps([{"primitive": r.primitive, "ok": r.ok,
+                                      "requirement": r.requirement, "plans": r.plans,
+                                      "tasks": r.tasks, "accepted": r.accepted,
+                                      "mutants": r.mutants, "problems": r.problems}
+                                     for r in reports], indent=2) + "\n")
+    else:
+        for r in reports:
+            verdict = "keeps the contract" if r.ok else f"breaks the contract ({len(r.problems)})"
+            console.print(f"primitive {r.primitive}: {verdict}; {r.accepted}/{r.tasks} task(s) "
+                          f"valid over {len(r.plans)} plan(s) ({', '.join(r.plans)}), "
+                          f"{r.mutants} mutant(s) killed or accepted", highlight=False)
+            for line in r.problems:
+                console.print(f"  - {escape(line)}", highlight=False)
     if not all(r.ok for r in reports):
         raise typer.Exit(1)
 

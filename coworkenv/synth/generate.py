@@ -25,11 +25,12 @@ from ..agents.openai_agent import Endpoint
 from ..sim.errors import EpisodeFailure
 from ..sim.task import Task
 from ..workspace import REGISTRY
-from .compose import Composer, PlanProposal, compose, plan_of
+from .compose import Composer, compose
+from .draw import PlanProposal, plan_of
 from .families import families_for
 from .people import fresh_people
 from .plan import PlanError
-from .primitives import catalog
+from .primitive import catalog
 from .requirement import WorkflowRequirement
 from .validate import Report, validate_task, validate_task_async
 
@@ -204,7 +205,7 @@ class OpenAIPlanGenerator:
 
     def _prompt(self, req: WorkflowRequirement, index: int) -> str:
         return (f"Workflow requirement:\n{yaml.safe_dump(req.model_dump(mode='json', exclude={'process'}))}\n"
-                f"Workflow primitives (the building blocks of a task):\n{catalog()}\n\n"
+                f"Workflow primitives (the building blocks of a task):\n{catalog(req.primitives)}\n\n"
                 f"Propose plan number {index} for this requirement: 4 to 10 stages that "
                 f"exercise {', '.join(req.capabilities)}, using only its apps "
                 f"({', '.join(req.apps)}), ending with report. Vary the plan from one number "

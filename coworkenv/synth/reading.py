@@ -9,6 +9,7 @@ from pydantic import ValidationError
 
 from ..sim.errors import TaskFileError
 from .bpmn import read_process
+from .primitive import PRIMITIVES
 from .requirement import WorkflowRequirement
 
 
@@ -21,7 +22,7 @@ def load_requirement(path: str | Path) -> WorkflowRequirement:
         raise TaskFileError(str(p), ["is a folder; give requirement files (.yaml or .bpmn)"])
     try:
         data = yaml.safe_load(p.read_text())
-        return WorkflowRequirement.model_validate(data)
+        req = WorkflowRequirement.model_validate(data)
     except FileNotFoundError:
         raise TaskFileError(str(p), ["no such file"]) from None
     except yaml.YAMLError as exc:
@@ -30,3 +31,9 @@ def load_requirement(path: str | Path) -> WorkflowRequirement:
         raise TaskFileError(str(p), [
             f"{'.'.join(str(x) for x in e['loc']) or '(top level)'}: {e['msg']}"
             for e in exc.errors()]) from None
+    unknown = [(i, n) for i, n in enumerate(req.primitives or []) if n not in PRIMITIVES]
+    if unknown:
+        raise TaskFileError(str(p), [f"primitives[{i}]: no registered primitive {n!r} "
+                                     f"(registered: {', '.join(sorted(PRIMITIVES))})"
+                                     for i, n in unknown])
+    return req

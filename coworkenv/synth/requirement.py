@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..sim.task import Capability
 
@@ -36,8 +36,12 @@ class WorkflowRequirement(BaseModel):
     company: str = Field(default="acme", description="The company the tasks happen in")
     user: str = Field(default="maya", description="Person id who assigns the work")
     agent: str = Field(default="assistant", description="Person id the agent acts as")
-    apps: list[Literal["directory", "email", "chat", "calendar", "docs", "tickets"]] = Field(
-        min_length=1)
+    apps: list[str] = Field(min_length=1, description="The apps the work uses: the built-in "
+                            "directory, email, chat, calendar, docs, tickets, or an installed "
+                            "plugin's")
+    primitives: list[str] | None = Field(default=None, description="The workflow primitives "
+                                         "plans are drawn from (a plugin's, say); default: the "
+                                         "built-in office ones")
     capabilities: dict[Capability, float] = Field(min_length=1, description="Capabilities to "
                                                   "exercise, with weights")
     parameters: Parameters
@@ -45,6 +49,18 @@ class WorkflowRequirement(BaseModel):
     difficulty: tuple[Difficulty, Difficulty] = ("easy", "hard")
     process: dict[str, Any] | None = Field(default=None, description="The process graph it was "
                                            "read from (a BPMN file), which plans follow")
+
+    @field_validator("apps")
+    @classmethod
+    def _installed_apps(cls, v: list[str]) -> list[str]:
+        from ..workspace.apps import installed
+
+        known = {a.name for a in installed()}
+        bad = [a for a in v if a not in known]
+        if bad:
+            raise ValueError(f"no installed app {bad[0]!r} (installed: "
+                             f"{', '.join(sorted(known))})")
+        return v
 
     @model_validator(mode="after")
     def _weights(self) -> WorkflowRequirement:

@@ -27,7 +27,7 @@ from coworkenv.synth import (
     validate_task,
 )
 from coworkenv.synth.bpmn import read_process
-from coworkenv.synth.compose import VARIANTS, compose
+from coworkenv.synth.compose import compose
 from coworkenv.synth.people import fresh_people
 from coworkenv.synth.plan import Stage
 from coworkenv.synth.primitives import PRIMITIVES
@@ -336,7 +336,8 @@ def test_drawn_plans_use_every_argument_variant() -> None:
     """The variants are drawn, not only composable: plans of the example requirements have
     each of them; and every variant the composer draws is one the test above grades."""
     assert {(prim, key.partition("+")[0]) for key, (prim, *_) in ARGUMENT_VARIANTS.items()} \
-        == {(prim, v) for prim, vs in VARIANTS.items() for v in vs}
+        == {(p.name, v) for p in PRIMITIVES.values() for v in p.variants
+            if p.name != "lookup_doc"}  # (where a figure comes from: graded further up)
     reqs = [load_requirement(p) for p in sorted((ROOT / "examples/workflows").glob("*.yaml"))]
     shapes = [compose(req, random.Random(seed), f"t{seed}")["plan"]["shape"]
               for seed in range(200) for req in reqs]

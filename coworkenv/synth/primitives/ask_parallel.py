@@ -1,0 +1,23 @@
+"""The ``ask_parallel`` primitive: several people asked at once, each answering on their own
+time."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..primitive import Composition, Primitive
+from .ask import build as ask
+
+
+def build(c: Composition, st: dict[str, Any]) -> None:
+    k = int(st.get("n", 2))
+    for _ in range(k):
+        ask(c, st)
+    c.goals[-k:] = [" ".join(c.goals[-k:]) + " Ask them all at once."]
+
+
+ASK_PARALLEL = Primitive(
+    'ask_parallel', 'gather', (frozenset({'chat', 'email'}),), ('multi_turn_communication',),
+    provides=('several people asked at once, each answering on their own time'),
+    grading=('a gate per figure'),
+    build=build)
