@@ -46,6 +46,12 @@ def _merge_company(raw: dict[str, Any], folder: Path | None = None) -> dict[str,
         return raw
     base = company(str(name), folder)
     seed = dict(raw.get("seed") or {})
+    if raw.get("apps") is not None:  # a task that names its apps takes only their rows
+        from ..workspace.models import TABLE_APP
+        from ..workspace.seed import table_of
+
+        base = {k: v for k, v in base.items()
+                if TABLE_APP.get(table_of(k), "directory") in raw["apps"]}
     for key, rows in base.items():
         own = seed.get(key) or []
         own_ids = {r.get("id") for r in own if isinstance(r, dict)}

@@ -22,6 +22,7 @@ import re
 from typing import Any
 
 from ..sim.loader import company
+from ..workspace.apps import default_apps
 from .draw import draw_named, draw_plan
 from .palette import EXTRA_PEOPLE, METRICS, START, money_text
 from .plan import PlanError, Stage, plan_shape
@@ -84,6 +85,7 @@ class Composer:
         self.state: dict[str, Any] = {}
         """What a primitive leaves for a later one, by the primitive's name."""
         self.report_steps: list[Spec] = []
+        self.plan: list[Stage] = []
 
     # binding ------------------------------------------------------------------------------
     def person(self, role: str | None = None) -> str:
@@ -224,6 +226,7 @@ class Composer:
     def build(self, plan: list[Stage]) -> Spec:
         ordered = sorted(plan, key=lambda s: (PHASES.index(PRIMITIVES[s.primitive].phase),
                                               PRIMITIVES[s.primitive].rank))
+        self.plan = ordered
         for st in ordered:
             if not PRIMITIVES[st.primitive].last:
                 PRIMITIVES[st.primitive].build(self, st.params)
@@ -272,6 +275,8 @@ class Composer:
             "plan": {"shape": plan_shape(plan), "primitives": [s.primitive for s in plan]}}
         if accept:
             spec["mutation"] = {"accept": accept}
+        if not set(self.req.apps) <= set(default_apps()):  # a plugin's app: name them all
+            spec["apps"] = list(dict.fromkeys(["directory", *self.req.apps]))
         return spec
 
     def _capabilities(self, steps: list[Spec]) -> list[str]:

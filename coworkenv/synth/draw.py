@@ -111,30 +111,33 @@ def draw_plan(req: WorkflowRequirement, rng: random.Random,
 
 def draw_named(req: WorkflowRequirement, rng: random.Random,
                stages: tuple[int, int] | None = None) -> list[Stage]:
-    """A plan from the primitives the requirement names (``primitives:``): each usable one
-    that is not the deliverable is drawn with a chance set by how much of the requirement's
-    capabilities it exercises (at least one is); a variant for half of those that have them;
-    what a drawn one needs comes first; the deliverable (a ``last`` primitive) closes it.
-    ``stages`` (lowest, highest; the deliverable counted) bounds the length."""
+    """A plan from the primitives the requirement names (``primitives:``): how many of them
+    by its difficulty (easy: one, medium: one or two, hard: two or three; ``stages``, the
+    deliverable counted, bounds it instead), which ones weighted by how much of the
+    requirement's capabilities each exercises, a variant for half of those that have one,
+    what a drawn one needs first, and the deliverables it names (``last`` ones) at the end."""
     names = [n for n in req.primitives or [] if _usable(req, n)]
-    w = {str(c): float(v) for c, v in req.capabilities.items()}
-    top = max(w.values())
     body = [n for n in names if not PRIMITIVES[n].last]
     last = [n for n in names if PRIMITIVES[n].last]
     if not body:
         raise PlanError(f"{req.id}: none of its primitives {req.primitives} can be drawn with "
                         f"its apps {req.apps}")
-    chosen = [n for n in body if rng.random() < 0.25 + 0.5 * max(
-        (w.get(c, 0.0) for c in PRIMITIVES[n].capabilities), default=0.0) / top]
-    if not chosen:
-        chosen = [rng.choice(body)]
-    room = max(1, (stages or (2, 12))[1] - len(last))
-    while len(chosen) > room:
-        chosen.remove(rng.choice(chosen))
+    w = {str(c): float(v) for c, v in req.capabilities.items()}
+    order = ["easy", "medium", "hard"]
+    lo, hi = (order.index(d) for d in req.difficulty)
+    span = {"easy": (1, 1), "medium": (1, 2), "hard": (2, 3)}[order[rng.randint(lo, hi)]]
+    if stages is not None:
+        span = (max(1, stages[0] - len(last)), max(1, stages[1] - len(last)))
+    k = min(rng.randint(*span), len(body))
+    weights = [0.25 + max((w.get(c, 0.0) for c in PRIMITIVES[n].capabilities), default=0.0)
+               for n in body]
+    chosen: list[str] = []
+    while len(chosen) < k:
+        pick = rng.choices(body, weights)[0]
+        if pick not in chosen:
+            chosen.append(pick)
     for n in list(chosen):
-        for need in PRIMITIVES[n].needs:
-            if need not in chosen:
-                chosen.insert(0, need)
+        chosen[:0] = [need for need in PRIMITIVES[n].needs if need not in chosen]
     plan = [Stage(n, {}) for n in sorted(chosen, key=lambda n: (
         PHASES.index(PRIMITIVES[n].phase), chosen.index(n)))]
     for s in plan:
@@ -142,8 +145,7 @@ def draw_named(req: WorkflowRequirement, rng: random.Random,
                   if not app or app in req.apps]
         if usable and rng.random() < 0.5:
             s.params["variant"] = rng.choice(usable)
-    plan += [Stage(n, {}) for n in last]
-    return plan
+    return plan + [Stage(n, {}) for n in last]
 
 
 def _cut(plan: list[Stage], target: int, rng: random.Random) -> None:

@@ -33,6 +33,7 @@ from importlib.metadata import entry_points
 from typing import Any, Literal, Protocol
 
 from .errors import PrimitiveError
+from .plan import Stage
 from .requirement import WorkflowRequirement
 
 GROUP = "coworkenv.primitives"
@@ -65,6 +66,8 @@ class Composition(Protocol):
     :meth:`add_seed` and :meth:`add_row`) and ``cast`` (through :meth:`member`)."""
 
     req: WorkflowRequirement
+    plan: list[Stage]
+    """The whole plan, in the order its stages are built."""
     rng: random.Random
     tid: str
     agent: str

@@ -115,3 +115,8 @@ class WorkspaceSeed(BaseModel):
 
 _FIELD = {"directory": "people", "email": "emails", "channel": "channels"}
 """The seed field of each built-in table whose name is not the field's."""
+
+
+def table_of(field: str) -> str:
+    """The table a seed field fills (``people`` -> ``directory``)."""
+    return next((t for t, f in _FIELD.items() if f == field), field)
