@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import random
 import re
+import zlib
+from collections.abc import Sequence
 from typing import Any
 
 from ..sim.loader import company
 from ..workspace.apps import default_apps
 from .draw import draw_named, draw_plan
-from .palette import EXTRA_PEOPLE, METRICS, START, money_text
+from .palette import EXTRA_PEOPLE, METRICS, OPENINGS, START, money_text
 from .plan import PlanError, Stage, plan_shape
 from .primitive import BUCKETS, PHASES, PRIMITIVES, Spec, Value
 from .requirement import WorkflowRequirement
@@ -86,6 +88,8 @@ class Composer:
         """What a primitive leaves for a later one, by the primitive's name."""
         self.report_steps: list[Spec] = []
         self.plan: list[Stage] = []
+        self.names: dict[str, list[str]] = {}
+        """The names given so far, by kind (see :meth:`fresh_name`)."""
 
     # binding ------------------------------------------------------------------------------
     def person(self, role: str | None = None) -> str:
@@ -135,7 +139,33 @@ class Composer:
         return pid
 
     def metric(self) -> str:
-        return self.metrics.pop() if self.metrics else f"figure {self.n}"
+        if not self.metrics:
+            raise PlanError("the plan asks for more figures than the requirement and the "
+                            "palette name")
+        return self.metrics.pop()
+
+    def fresh_name(self, kind: str, choices: Sequence[str], fallback: Sequence[str] = (),
+                   *, draw: bool = True) -> str:
+        """A name of ``kind`` (a seed kind: a meeting's title, a queue's name, a channel)
+        that no other of the task or its company contains or is contained in, so that a check
+        that finds one by its name never finds another: drawn from ``choices`` (else from
+        ``fallback``; ``draw``: else the first that fits). Names come from the company and
+        the requirement, never from counters."""
+        given = self.names.setdefault(kind, [])
+        taken = [str(row[k]) for row in [*company(self.req.company).get(kind, []),
+                                         *self.seed.get(kind, [])]
+                 for k in ("id", "name", "title") if row.get(k)] + given
+
+        def fit(options: list[str]) -> list[str]:
+            return [x for x in dict.fromkeys(options) if not any(
+                x.lower() in t.lower() or t.lower() in x.lower() for t in taken)]
+
+        fits = fit(list(choices)) or fit(list(fallback))
+        if not fits:
+            raise PlanError(f"no {kind} name left among {[*choices, *fallback]}")
+        pick = self.rng.choice(fits) if draw else fits[0]
+        given.append(pick)
+        return pick
 
     def name(self, pid: str) -> str:
         return str(self.directory.get(pid, {}).get("name", pid)).split()[0]
@@ -260,8 +290,8 @@ class Composer:
         cast = len([p for p in self.cast if p != self.user])
         if not self.min_coworkers <= cast <= 8:
             raise PlanError(f"a plan works with {self.min_coworkers} to 8 coworkers, not {cast}")
-        instruction = " ".join([*([self.intro] if self.intro else []), *self.goals,
-                                *self.rules])
+        opening = self.intro or random.Random(zlib.crc32(self.tid.encode())).choice(OPENINGS)
+        instruction = " ".join([*([opening] if opening else []), *self.goals, *self.rules])
         if self.req.constraints and self.rng.random() < 0.5:
             instruction += " " + self.rng.choice(self.req.constraints)
         spec: Spec = {
@@ -272,7 +302,8 @@ class Composer:
             "timeline": self.timeline, "instruction": instruction, "reference": steps,
             "checks": self.checks, "safety": self.safety,
             "limits": {"max_turns": max(40, 3 * len(steps)), "max_sim_minutes": 5 * 24 * 60},
-            "plan": {"shape": plan_shape(plan), "primitives": [s.primitive for s in plan]}}
+            "plan": {"shape": plan_shape(plan), "primitives": [s.primitive for s in plan],
+                     "figures": [{"name": v.name, "text": v.text} for v in self.values]}}
         if accept:
             spec["mutation"] = {"accept": accept}
         if not set(self.req.apps) <= set(default_apps()):  # a plugin's app: name them all

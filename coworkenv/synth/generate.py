@@ -31,6 +31,7 @@ from .families import families_for
 from .people import fresh_people
 from .plan import PlanError
 from .primitive import catalog
+from .realism import Realism
 from .requirement import WorkflowRequirement
 from .validate import Report, validate_task, validate_task_async
 
@@ -280,6 +281,7 @@ class SynthStats:
     sim_minutes: list[float] = field(default_factory=list)
     instructions: list[str] = field(default_factory=list)
     mutants: Counter[str] = field(default_factory=Counter)
+    realism: Realism = field(default_factory=Realism)
 
     def add_accepted(self, spec: dict[str, Any], report: Report) -> None:
         plan = spec.get("plan") or {}
@@ -290,6 +292,7 @@ class SynthStats:
         self.sim_minutes.append(float(report.oracle.get("sim_minutes", 0.0)))
         self.people.append(len(spec.get("coworkers") or []))
         self.instructions.append(str(spec.get("instruction", "")))
+        self.realism.add(spec)
         if report.mutation is not None:
             self.mutants["applicable"] += report.mutation.applicable
             self.mutants["killed"] += report.mutation.killed
@@ -320,7 +323,8 @@ class SynthStats:
                 "simulated_days": _distribution(days),
                 "multi_day_share": round(sum(1 for m in self.sim_minutes if m > 24 * 60)
                                          / max(1, len(self.sim_minutes)), 4),
-                "mutants": dict(self.mutants)}
+                "mutants": dict(self.mutants),
+                "realism": self.realism.to_json()}
 
 
 def _distribution(xs: list[float] | list[int]) -> dict[str, float]:

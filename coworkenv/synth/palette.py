@@ -44,6 +44,15 @@ OFFICES = [("Toronto", "America/Toronto"), ("Chicago", "America/Chicago"),
            ("Bogota", "America/Bogota"), ("Madrid", "Europe/Madrid")]
 """Offices a meeting may be held in, with their time zones (all within a few hours of New
 York's working day)."""
+MEETINGS = ["Budget review", "Quarterly planning", "Roadmap review", "Vendor sync",
+            "Hiring debrief", "Team retro", "Launch readiness", "Security review",
+            "Customer escalation review", "Ops weekly"]
+"""Meeting titles beyond a requirement's own, for plans with more meetings than it names."""
+OPENINGS = ["", "", "", "Hi!", "Hello.", "Morning!", "Hi, I need a hand with something.",
+            "Could you take this on for me?", "Quick request.", "Thanks for picking this up.",
+            "Here's what I need.", "When you have a moment:", "Hey, one for you today.",
+            "Good morning."]
+"""How a request may open (often with nothing: straight to the point)."""
 TOPICS = ["Laptop replacement", "VPN access", "Expense reimbursement", "New hire accounts",
           "License renewal", "Printer outage"]
 
@@ -77,3 +86,8 @@ def metric_of(step: str) -> str:
     what = re.sub(r"\s+(document|sheet|doc|ticket|request)$", "", what, flags=re.I)
     return what.lower() or "figure"
 
+
+
+def queue_id(name: str) -> str:
+    """A ticket queue's id from its name: "IT service desk" -> "q-it-service-desk"."""
+    return "q-" + re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")

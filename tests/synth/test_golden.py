@@ -16,7 +16,7 @@ from coworkenv.synth import FAMILIES, load_requirement
 from coworkenv.synth.compose import compose
 
 ROOT = Path(__file__).resolve().parents[2]
-DIGEST = "beedf983e1cda57943bc70d5e2e853bcd52c9eed53c6d6618a5dca3541cdc09e"
+DIGEST = "59b67e5650c33739a8b15ec4759f335c8f0cf3f4015f85338965a29f5a40398b"
 
 
 def composed(n: int = 1000) -> list[dict[str, object]]:
@@ -56,3 +56,35 @@ def test_a_thousand_composed_tasks_are_byte_identical_to_the_recorded_ones() -> 
     if os.environ.get("COWORKENV_GOLDEN") == "print":
         print(got)
     assert got == DIGEST
+
+
+def test_a_thousand_composed_tasks_read_as_a_person_wrote_them() -> None:
+    """The realism report (``OUT.report.json``'s ``realism``) on the pinned tasks: no task
+    number, id or counted placeholder in a name, a title or the instruction; no figure in a
+    document about something else; openings and sentence frames varied."""
+    from coworkenv.synth.realism import realism
+
+    r = realism(composed())
+    assert r["counters_in_names"] == 0, r["counters_in_names_examples"]
+    assert r["figures_in_other_subject_docs"] == 0, r["figures_in_other_subject_docs_examples"]
+    assert r["openings"]["distinct"] >= 150, r["openings"]
+    assert r["sentence_frames"]["commonest_share"] < 0.06, r["sentence_frames"]
+
+
+def test_the_realism_report_finds_counters_and_misplaced_figures() -> None:
+    from coworkenv.synth.realism import realism
+
+    spec = {"id": "ops-00042", "instruction": "Book \"Vendor check-in\" and file it in the "
+            "q-00042-3 queue. Use figure 7.",
+            "seed": {"calendar": [{"title": "Vendor check-in 00042"}],
+                     "channels": [{"id": "product-00042", "name": "product-00042"}],
+                     "docs": [{"id": "d1", "title": "Security policy (team copy)",
+                               "content": "Notes. Figures: $8,270"},
+                              {"id": "d2", "title": "Weekly tracker", "content": "x"}]},
+            "reference": [{"kind": "tool", "tool": "docs_edit",
+                           "args": {"doc_id": "d2", "append": "Summary: $8,270"}}],
+            "plan": {"figures": [{"name": "consulting spend", "text": "$8,270"}]}}
+    r = realism([spec])
+    assert r["counters_in_names"] == 4, r  # the title, the channel (id, name), the instruction
+    assert r["figures_in_other_subject_docs"] == 1, r  # (the tracker is about anything)
+    assert "Security policy" in r["figures_in_other_subject_docs_examples"][0]

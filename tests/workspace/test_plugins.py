@@ -418,6 +418,7 @@ def test_synth_makes_retail_tasks_that_the_oracle_passes_and_noop_fails(tmp_path
     assert len(tasks) == 200
     report = json.loads(out.with_name(out.name + ".report.json").read_text())
     assert report["first_pass_validity"] >= 0.95, report
+    assert report["realism"]["counters_in_names"] == 0, report["realism"]
     used = {p for t in tasks for p in t["plan"]["primitives"]}
     assert used == set(RETAIL_PRIMITIVES), used
     for t in tasks:

@@ -9,6 +9,7 @@ from ...workspace.text import as_number
 from ..palette import (
     LATE,
     TOPICS,
+    queue_id,
 )
 from ..primitive import Composition, Primitive, Spec
 
@@ -42,8 +43,10 @@ def build(c: Composition, st: dict[str, Any]) -> None:
         other = next((str(r.get("team")) for r in c.directory.values()
                       if r.get("team") and r.get("team") != team
                       and not r.get("external")), "facilities")
-        queue = f"q-{c.tid[-5:]}-{other}"
-        name = f"{other.title()} requests"
+        name = c.fresh_name("queues", [f"{other.title()} requests",
+                                       f"{other.title()} service desk",
+                                       f"{other.title()} intake"], draw=False)
+        queue = queue_id(name)
         c.add_seed("queues", {"id": queue, "name": name, "members": [owner]})
         text = (f"{tid} ({topic}) isn't ours to fix: the {other} team handles these. "
                 f"Please move it to their \"{name}\" queue.")
@@ -53,8 +56,10 @@ def build(c: Composition, st: dict[str, Any]) -> None:
         outcome = f"{tid} is in the {name} queue"
         goal = f"Make sure {tid} sits in the queue its owner says it belongs in."
     elif variant == "amount":
-        queue = f"q-{c.tid[-5:]}-{c.n}"
-        c.add_seed("queues", {"id": queue, "name": f"Purchases {c.tid[-5:]}",
+        qname = c.fresh_name("queues", ["Purchase requests", "Purchasing",
+                                        "Procurement requests"], draw=False)
+        queue = queue_id(qname)
+        c.add_seed("queues", {"id": queue, "name": qname,
                                  "fields": {"amount": "number"},
                                  "members": [owner, c.agent]})
         was = c.fresh_money(*c.req.parameters.amounts)

@@ -20,7 +20,8 @@ def build(c: Composition, st: dict[str, Any]) -> None:
     # The team's own channel, with no one in it who plays a part: a welcome that named
     # someone the plan waits on would be answered, and that answer would stand in for the
     # one awaited.
-    ch = f"{team}-{c.tid[-5:]}"
+    ch = c.fresh_name("channels", [team, f"{team}-team", f"team-{team}", f"{team}-crew"],
+                      draw=False)
     members = [p for p, row in c.directory.items() if row.get("team") == team
                and not row.get("external") and p not in c.cast
                and p not in (c.user, *c.used)]

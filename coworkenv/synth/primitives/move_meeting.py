@@ -7,6 +7,7 @@ from typing import Any
 
 from ..palette import (
     LATE,
+    MEETINGS,
     ROOMS,
     utc,
 )
@@ -20,7 +21,7 @@ def build(c: Composition, st: dict[str, Any]) -> None:
     names another."""
     variant = st.get("variant", "")
     asker, other = c.person(), c.person()
-    title = f"{c.rng.choice(c.req.parameters.meeting_titles)} m{c.tid[-5:]}"
+    title = c.fresh_name("calendar", c.req.parameters.meeting_titles, MEETINGS)
     dur = c.rng.choice([30, 60])
     old = c.rng.choice([10, 11, 14]) * 60
     new = old + c.rng.choice([-60, 60, 120])

@@ -7,6 +7,7 @@ from datetime import timedelta
 from typing import Any
 
 from ..palette import (
+    MEETINGS,
     OFFICES,
     ROOMS,
     START,
@@ -21,7 +22,7 @@ def build(c: Composition, st: dict[str, Any]) -> None:
     moves = bool(st.get("moves"))
     day = 4 if moves else c.rng.choice([1, 2, 3])
     dur = c.rng.choice([30, 45, 60])
-    title = f"{c.rng.choice(c.req.parameters.meeting_titles)} {c.tid[-5:]}"
+    title = c.fresh_name("calendar", c.req.parameters.meeting_titles, MEETINGS)
     # busy blocks: the first common free slot inside 9:00-17:00 is known by construction
     cursor = 9 * 60
     for i, p in enumerate(who):

@@ -7,20 +7,24 @@ from typing import Any
 from ..palette import (
     TOPICS,
     metric_of,
+    queue_id,
 )
 from ..primitive import Composition, Primitive
 
 
 def build(c: Composition, st: dict[str, Any]) -> None:
-    queue = f"q-{c.tid[-5:]}-{c.n}"
     topic = (metric_of(st["step"]).capitalize() + " request") if st.get("step") else \
         c.rng.choice(c.req.parameters.ticket_topics + TOPICS)
     assignee = c.person()
+    team = str(c.directory[assignee].get("team") or "service").title()
+    qname = c.fresh_name("queues", [f"{team} requests", f"{team} service desk",
+                                    f"{team} intake"], draw=False)
+    queue = queue_id(qname)
     amount_v = c.values[0] if c.values else None
     amount = amount_v.text if amount_v else c.fresh_money(*c.req.parameters.amounts)
     stated = ", ".join(v.text for v in c.values) or amount
     code = f"CC-{c.rng.randint(100, 999)}"
-    c.add_seed("queues", {"id": queue, "name": f"Requests {c.tid[-5:]}",
+    c.add_seed("queues", {"id": queue, "name": qname,
                              "fields": {"amount": "number", "cost_center": "text"},
                              "required": ["amount", "cost_center"],
                              "transitions": {"open": ["in_progress"],
@@ -55,9 +59,9 @@ def build(c: Composition, st: dict[str, Any]) -> None:
     c.after_approval.append({"tool": "tickets_create"})
     what = (f"the {amount_v.name}" if amount_v else f"{amount}")
     c.goals.append(c.rng.choice([
-        f"File a \"{topic}\" ticket in the {queue} queue for {what}, cost center {code}, "
+        f"File a \"{topic}\" ticket in the {qname} queue for {what}, cost center {code}, "
         f"assigned to {c.name(assignee)}, and take it through to closed.",
-        f"Track the \"{topic}\" request as a ticket in queue {queue} ({what}, cost center "
+        f"Track the \"{topic}\" request as a ticket in the {qname} queue ({what}, cost center "
         f"{code}) for {c.name(assignee)} and close it when it's handled."]))
 
 

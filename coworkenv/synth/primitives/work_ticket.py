@@ -8,6 +8,7 @@ from typing import Any
 
 from ..palette import (
     TOPICS,
+    queue_id,
 )
 from ..primitive import Composition, Primitive
 
@@ -18,8 +19,10 @@ def build(c: Composition, st: dict[str, Any]) -> None:
     (when the plan learns none) the ticket handed to someone and set in progress."""
     requester = c.person()
     tid = f"T{c.rng.randint(100, 999)}"
-    queue = f"q-{c.tid[-5:]}-w{c.n}"
-    qname = f"{str(c.directory[requester].get('team') or 'team').title()} requests"
+    team = str(c.directory[requester].get("team") or "team").title()
+    qname = c.fresh_name("queues", [f"{team} requests", f"{team} service desk",
+                                    f"{team} intake"], draw=False)
+    queue = queue_id(qname)
     topic = c.rng.choice(c.req.parameters.ticket_topics + TOPICS)
     values = c.values
     if values:
