@@ -275,11 +275,18 @@ def test_python_blocks_run(tmp_path: Path) -> None:
               for b in re.findall(r"```python\n(.*?)```", page.read_text(), re.S)]
     assert blocks, "the README and the site show no Python"
     commands = "\n".join(readme_commands())
+    from importlib.metadata import entry_points
+
+    checked = {  # a primitive's module is run by a documented `primitives --check` of it
+        ep.module.replace(".", "/") + ".py": ep.name
+        for ep in entry_points(group="coworkenv.primitives")}
     for page, block in blocks:  # a file shown whole is run by a documented command instead
         for shown in re.findall(r'^--8<-- "([^":]+)', block, re.M):
             assert (ROOT / shown).is_file(), f"{page.name}: shows {shown}, which is not there"
-            assert f"python {shown}" in commands, f"{page.name}: shows {shown}; no documented " \
-                                                  "command runs it"
+            prim = next((n for m, n in checked.items() if shown.endswith(m)), None)
+            assert f"python {shown}" in commands or (
+                prim is not None and f"coworkenv primitives --check {prim}" in commands), \
+                f"{page.name}: shows {shown}; no documented command runs it"
     blocks = [(p, b) for p, b in blocks if not b.startswith("--8<--")]
     (tmp_path / "examples").symlink_to(ROOT / "examples")
     for page, block in blocks:

@@ -77,7 +77,9 @@ class Composer:
         """What the report states besides figures (a moved meeting, a new owner), with the
         event that made it true."""
         self.has_change = False
-        self.min_coworkers = 2
+        self.min_coworkers = 2 if req.primitives is None else 0
+        """An office plan works with people; a requirement's own primitives say whom they
+        need."""
         self.intro = ""
         self.rules: list[str] = []
         """Rules a process states (when approval is needed)."""
@@ -358,7 +360,6 @@ def compose(req: WorkflowRequirement, rng: random.Random, tid: str,
             c.min_coworkers = 0  # a short plan may need no one but the user
         try:
             if req.primitives is not None:
-                c.min_coworkers = 0  # (what the named primitives need of people, they say)
                 return c.build(draw_named(req, rng, stages))
             return c.build(draw_plan(req, rng, stages))
         except PlanError:

@@ -30,7 +30,8 @@ An app may also contribute check kinds and safety-rule kinds (:class:`CheckKind`
 model and a read-only evaluation), used by tasks as ``kind: app`` checks and rules, and tables
 of the SQL projection that ``sql`` checks query (:class:`SqlTable`).
 
-Not yet part of the seam: synthesis primitives (the composer's are the built-in apps').
+Synthesis primitives that use an app's tools are registered beside it, in the entry-point
+group ``coworkenv.primitives`` (:mod:`coworkenv.synth.primitive`).
 """
 
 from __future__ import annotations
