@@ -41,7 +41,9 @@ class Composer:
     def __init__(self, req: WorkflowRequirement, rng: random.Random, tid: str) -> None:
         self.req, self.rng, self.tid = req, rng, tid
         self.agent, self.user = req.agent, req.user
-        directory = company(req.company).get("people", [])
+        self.company = company(req.company)
+        """The company's shared directory and workspace (read once)."""
+        directory = self.company.get("people", [])
         self.directory = {p["id"]: p for p in directory}
         internal = [p["id"] for p in directory if not p.get("external")
                     and p["id"] not in (req.agent, req.user)]
@@ -154,7 +156,7 @@ class Composer:
         ``fallback``; ``draw``: else the first that fits). Names come from the company and
         the requirement, never from counters."""
         given = self.names.setdefault(kind, [])
-        taken = [str(row[k]) for row in [*company(self.req.company).get(kind, []),
+        taken = [str(row[k]) for row in [*self.company.get(kind, []),
                                          *self.seed.get(kind, [])]
                  for k in ("id", "name", "title") if row.get(k)] + given
 
@@ -232,7 +234,7 @@ class Composer:
 
     def channels(self) -> list[Spec]:
         """The company's internal channels the agent is a member of."""
-        return [c for c in company(self.req.company).get("channels", [])
+        return [c for c in self.company.get("channels", [])
                 if self.agent in c.get("members", []) and c.get("internal_only", True)]
 
 

@@ -7,14 +7,12 @@ from __future__ import annotations
 import random
 import re
 from datetime import UTC, datetime, timedelta, timezone
-from typing import Any
 from zoneinfo import ZoneInfo
 
 from ..workspace.models import parse_iso
 
 ET = timezone(timedelta(hours=-5))  # New York before the March change to daylight time
 START = datetime(2026, 3, 2, 9, 0, tzinfo=ET)  # a Monday
-Spec = dict[str, Any]
 LATE = "d3 10:00"
 """When mid-task changes that the summary reports happen: after every question is answered
 (the slowest, a hand-off, is delivered the morning after), so the agent is waiting for them."""

@@ -69,10 +69,10 @@ def build(c: Composition, st: dict[str, Any]) -> None:
 
 
 APPROVAL = Primitive(
-    'approval', 'depend', (frozenset({'docs'}), frozenset({'chat', 'email'})),
-    ('multi_turn_communication',),
-    provides=('an approver, often in meetings, whose answer depends on the amount in the document'
-              ' when they reply'),
-    grading=('a gate: what depends on the approval comes after the approver approved the current '
-             'amount'),
-    build=build, needs=('lookup_doc',), rank=1)
+    "approval", "depend", (frozenset({"docs"}), frozenset({"chat", "email"})),
+    ("multi_turn_communication",),
+    provides=("an approver, often in meetings, whose answer depends on the amount in the document"
+              " when they reply"),
+    grading=("a gate: what depends on the approval comes after the approver approved the current "
+             "amount"),
+    build=build, needs=("lookup_doc",), rank=1)

@@ -62,7 +62,7 @@ def build(c: Composition, st: dict[str, Any], variant: str = "") -> None:
 
 
 ASK = Primitive(
-    'ask', 'gather', (frozenset({'chat', 'email'}),), ('multi_turn_communication',),
-    provides=('a person who knows a figure, answers after a delay inside working hours'),
-    grading=('a gate: no write states the figure before that person gave it'),
+    "ask", "gather", (frozenset({"chat", "email"}),), ("multi_turn_communication",),
+    provides=("a person who knows a figure, answers after a delay inside working hours"),
+    grading=("a gate: no write states the figure before that person gave it"),
     build=build)

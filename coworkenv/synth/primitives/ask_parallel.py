@@ -17,7 +17,7 @@ def build(c: Composition, st: dict[str, Any]) -> None:
 
 
 ASK_PARALLEL = Primitive(
-    'ask_parallel', 'gather', (frozenset({'chat', 'email'}),), ('multi_turn_communication',),
-    provides=('several people asked at once, each answering on their own time'),
-    grading=('a gate per figure'),
+    "ask_parallel", "gather", (frozenset({"chat", "email"}),), ("multi_turn_communication",),
+    provides=("several people asked at once, each answering on their own time"),
+    grading=("a gate per figure"),
     build=build)

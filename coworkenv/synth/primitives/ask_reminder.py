@@ -13,7 +13,7 @@ def build(c: Composition, st: dict[str, Any]) -> None:
 
 
 ASK_REMINDER = Primitive(
-    'ask_reminder', 'gather', (frozenset({'chat', 'email'}),), ('multi_turn_communication',),
-    provides=('a busy person who answers only when reminded later'),
+    "ask_reminder", "gather", (frozenset({"chat", "email"}),), ("multi_turn_communication",),
+    provides=("a busy person who answers only when reminded later"),
     grading=("a gate on the figure; when to remind is the agent's choice"),
     build=build)

@@ -45,7 +45,7 @@ def build(c: Composition, st: dict[str, Any]) -> None:
 
 
 CHANGE_FIGURE = Primitive(
-    'change_figure', 'depend', (frozenset({'docs'}),), ('dynamic_workspace_state',),
+    "change_figure", "depend", (frozenset({"docs"}),), ("dynamic_workspace_state",),
     provides=("the document's figure is corrected mid-task, and its owner says so"),
-    grading=('gates: the new figure only after the change; the old one never in the result'),
-    build=build, needs=('lookup_doc',))
+    grading=("gates: the new figure only after the change; the old one never in the result"),
+    build=build, needs=("lookup_doc",))

@@ -39,7 +39,7 @@ def build(c: Composition, st: dict[str, Any]) -> None:
 
 
 CHANGE_MEETING = Primitive(
-    'change_meeting', 'depend', (frozenset({'calendar'}),), ('dynamic_workspace_state',),
-    provides=('an attendee who asks to move the meeting mid-task'),
-    grading=('gates: moved only after the request, to the time asked'),
-    build=build, needs=('schedule',))
+    "change_meeting", "depend", (frozenset({"calendar"}),), ("dynamic_workspace_state",),
+    provides=("an attendee who asks to move the meeting mid-task"),
+    grading=("gates: moved only after the request, to the time asked"),
+    build=build, needs=("schedule",))

@@ -99,8 +99,8 @@ def build(c: Composition, st: dict[str, Any]) -> None:
 
 
 CHANGE_TICKET = Primitive(
-    'change_ticket', 'depend', (frozenset({'tickets'}),), ('dynamic_workspace_state',),
-    provides=('the owner of an existing ticket hands it on mid-task (or asks to raise its '
+    "change_ticket", "depend", (frozenset({"tickets"}),), ("dynamic_workspace_state",),
+    provides=("the owner of an existing ticket hands it on mid-task (or asks to raise its "
               "priority, move it to another team's queue, or correct its amount)"),
-    grading=('a gate: changed as asked, after the request'),
-    build=build, variants={'urgent': 'tickets', 'route': 'tickets', 'amount': 'tickets'})
+    grading=("a gate: changed as asked, after the request"),
+    build=build, variants={"urgent": "tickets", "route": "tickets", "amount": "tickets"})

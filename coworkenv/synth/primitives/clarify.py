@@ -30,7 +30,7 @@ def build(c: Composition, st: dict[str, Any]) -> None:
 
 
 CLARIFY = Primitive(
-    'clarify', 'gather', (frozenset(),), ('multi_turn_communication',),
-    provides=('an underspecified request: where the result should go is known to the user only'),
-    grading=('a gate: the result goes where the user said, after they said it'),
+    "clarify", "gather", (frozenset(),), ("multi_turn_communication",),
+    provides=("an underspecified request: where the result should go is known to the user only"),
+    grading=("a gate: the result goes where the user said, after they said it"),
     build=build)

@@ -44,7 +44,7 @@ def build(c: Composition, st: dict[str, Any]) -> None:
 
 
 ESCALATE_OOO = Primitive(
-    'escalate_ooo', 'gather', (frozenset({'chat', 'email'}),), ('multi_turn_communication',),
-    provides=('a person out of office with an auto-reply naming a backup who knows'),
-    grading=('gates: the backup is asked after the auto-reply; the figure comes from them'),
+    "escalate_ooo", "gather", (frozenset({"chat", "email"}),), ("multi_turn_communication",),
+    provides=("a person out of office with an auto-reply naming a backup who knows"),
+    grading=("gates: the backup is asked after the auto-reply; the figure comes from them"),
     build=build)

@@ -56,8 +56,8 @@ def build(c: Composition, st: dict[str, Any]) -> None:
 
 
 FORWARD = Primitive(
-    'forward', 'setup', (frozenset({'email'}),), ('tool_coordination',),
+    "forward", "setup", (frozenset({"email"}),), ("tool_coordination",),
     provides=("an email from outside that belongs with a colleague (named by role) or a team's "
-              'shared mailbox, beside another from the same sender that does not'),
-    grading=('the right email forwarded to the right recipient; the other not'),
+              "shared mailbox, beside another from the same sender that does not"),
+    grading=("the right email forwarded to the right recipient; the other not"),
     build=build)

@@ -36,8 +36,8 @@ def build(c: Composition, st: dict[str, Any]) -> None:
 
 
 HANDOFF = Primitive(
-    'handoff', 'gather', (frozenset({'chat', 'email'}),),
-    ('multi_turn_communication', 'dynamic_workspace_state'),
-    provides=('a coworker who takes the work over and delivers it the next working day'),
-    grading=('a gate: the result is used only after it was delivered'),
+    "handoff", "gather", (frozenset({"chat", "email"}),),
+    ("multi_turn_communication", "dynamic_workspace_state"),
+    provides=("a coworker who takes the work over and delivers it the next working day"),
+    grading=("a gate: the result is used only after it was delivered"),
     build=build)

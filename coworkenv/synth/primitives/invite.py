@@ -53,7 +53,7 @@ def build(c: Composition, st: dict[str, Any]) -> None:
 
 
 INVITE = Primitive(
-    'invite', 'act', (frozenset({'chat'}),), ('tool_coordination',),
-    provides=('a new colleague in no channel yet'),
-    grading=('a gate: they are a member of the channel, welcomed there after they were added'),
+    "invite", "act", (frozenset({"chat"}),), ("tool_coordination",),
+    provides=("a new colleague in no channel yet"),
+    grading=("a gate: they are a member of the channel, welcomed there after they were added"),
     build=build)

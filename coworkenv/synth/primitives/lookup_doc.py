@@ -58,7 +58,7 @@ def build(c: Composition, st: dict[str, Any]) -> None:
 
 
 LOOKUP_DOC = Primitive(
-    'lookup_doc', 'gather', (frozenset({'docs'}),), ('tool_coordination',),
-    provides=('a document holding a figure'),
-    grading=('a gate: no write states the figure before the document was read'),
-    build=build, variants={'email': 'email', 'channel': 'chat'})
+    "lookup_doc", "gather", (frozenset({"docs"}),), ("tool_coordination",),
+    provides=("a document holding a figure"),
+    grading=("a gate: no write states the figure before the document was read"),
+    build=build, variants={"email": "email", "channel": "chat"})

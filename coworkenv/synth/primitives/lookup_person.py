@@ -13,7 +13,7 @@ def build(c: Composition, st: dict[str, Any]) -> None:
 
 
 LOOKUP_PERSON = Primitive(
-    'lookup_person', 'gather', (frozenset({'directory'}),), ('tool_coordination',),
-    provides=('a directory with roles and teams; the request names a role, not a person'),
-    grading=('none of its own: the person found is the one asked next'),
+    "lookup_person", "gather", (frozenset({"directory"}),), ("tool_coordination",),
+    provides=("a directory with roles and teams; the request names a role, not a person"),
+    grading=("none of its own: the person found is the one asked next"),
     build=build)

@@ -97,8 +97,8 @@ def build(c: Composition, st: dict[str, Any]) -> None:
 
 
 MOVE_MEETING = Primitive(
-    'move_meeting', 'depend', (frozenset({'calendar'}),), ('dynamic_workspace_state',),
+    "move_meeting", "depend", (frozenset({"calendar"}),), ("dynamic_workspace_state",),
     provides=("a meeting already on the agent's calendar that an attendee asks to move mid-task "
-              '(or to invite a stand-in instead of them, or to hold in another room)'),
-    grading=('gates: changed only after the request, as asked; the summary says so'),
-    build=build, variants={'swap': 'calendar', 'room': 'calendar'})
+              "(or to invite a stand-in instead of them, or to hold in another room)"),
+    grading=("gates: changed only after the request, as asked; the summary says so"),
+    build=build, variants={"swap": "calendar", "room": "calendar"})

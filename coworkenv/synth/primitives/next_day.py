@@ -12,7 +12,7 @@ def build(c: Composition, st: dict[str, Any]) -> None:
 
 
 NEXT_DAY = Primitive(
-    'next_day', 'finish', (frozenset(),), (),
-    provides=('a deliverable due the next working morning, not before'),
-    grading=('a gate: nothing delivered before the next morning'),
+    "next_day", "finish", (frozenset(),), (),
+    provides=("a deliverable due the next working morning, not before"),
+    grading=("a gate: nothing delivered before the next morning"),
     build=build)

@@ -113,7 +113,7 @@ def build(c: Composition, st: dict[str, Any]) -> None:
 
 
 REPORT = Primitive(
-    'report', 'finish', (frozenset({'chat', 'email'}),), ('tool_coordination',),
-    provides=('someone who receives the result: the user, a channel or a shared mailbox'),
-    grading=('a gate: every figure, current values only, at the right destination'),
+    "report", "finish", (frozenset({"chat", "email"}),), ("tool_coordination",),
+    provides=("someone who receives the result: the user, a channel or a shared mailbox"),
+    grading=("a gate: every figure, current values only, at the right destination"),
     build=build, last=True)

@@ -90,9 +90,9 @@ def build(c: Composition, st: dict[str, Any]) -> None:
 
 
 SCHEDULE = Primitive(
-    'schedule', 'setup', (frozenset({'calendar'}),), ('tool_coordination',),
+    "schedule", "setup", (frozenset({"calendar"}),), ("tool_coordination",),
     provides=("several calendars with busy blocks on a day (or: held in another office's room, "
               "the invitation in that office's time zone)"),
-    grading=('the event at the first common free slot, with everyone invited (in that room and '
-             'zone)'),
-    build=build, variants={'office': 'calendar'})
+    grading=("the event at the first common free slot, with everyone invited (in that room and "
+             "zone)"),
+    build=build, variants={"office": "calendar"})

@@ -66,7 +66,7 @@ def build(c: Composition, st: dict[str, Any]) -> None:
 
 
 TICKET = Primitive(
-    'ticket', 'act', (frozenset({'tickets'}),), ('tool_coordination',),
-    provides=('a queue with typed fields, required fields and its own workflow'),
-    grading=('the ticket found by its fields, in the queue, at the end of its lifecycle'),
+    "ticket", "act", (frozenset({"tickets"}),), ("tool_coordination",),
+    provides=("a queue with typed fields, required fields and its own workflow"),
+    grading=("the ticket found by its fields, in the queue, at the end of its lifecycle"),
     build=build)

@@ -41,7 +41,7 @@ def build(c: Composition, st: dict[str, Any]) -> None:
 
 
 TRIAGE = Primitive(
-    'triage', 'setup', (frozenset({'email'}),), ('tool_coordination',),
+    "triage", "setup", (frozenset({"email"}),), ("tool_coordination",),
     provides=("an inbox with a sender's newsletters and a real email that mentions the sender"),
-    grading=('exactly the newsletters carry the label'),
+    grading=("exactly the newsletters carry the label"),
     build=build)

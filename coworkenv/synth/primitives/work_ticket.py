@@ -85,8 +85,8 @@ def build(c: Composition, st: dict[str, Any]) -> None:
 
 
 WORK_TICKET = Primitive(
-    'work_ticket', 'act', (frozenset({'tickets'}),), ('tool_coordination',),
-    provides=('an open ticket a colleague filed, named in the instruction, whose description '
-              'alone says what to do (note the figures learned and resolve it, or hand it on)'),
-    grading=('gates: read before it is changed; as its description asks; noted before resolved'),
+    "work_ticket", "act", (frozenset({"tickets"}),), ("tool_coordination",),
+    provides=("an open ticket a colleague filed, named in the instruction, whose description "
+              "alone says what to do (note the figures learned and resolve it, or hand it on)"),
+    grading=("gates: read before it is changed; as its description asks; noted before resolved"),
     build=build)
