@@ -393,7 +393,8 @@ def test_any_first_import_loads_the_plugin(module: str) -> None:
 
 
 RETAIL_REQ = ROOT / "examples/plugins/retail/coworkenv_retail/workflows/retail-support.yaml"
-RETAIL_PRIMITIVES = ["retail_cancel", "retail_change_mind", "retail_exchange", "retail_return"]
+RETAIL_PRIMITIVES = ["retail_address", "retail_cancel", "retail_change_mind", "retail_exchange",
+                     "retail_modify_items", "retail_return"]
 
 
 def test_the_plugin_brings_its_own_primitives_and_each_keeps_the_contract() -> None:
@@ -421,6 +422,7 @@ def test_synth_makes_retail_tasks_that_the_oracle_passes_and_noop_fails(tmp_path
     assert report["realism"]["counters_in_names"] == 0, report["realism"]
     used = {p for t in tasks for p in t["plan"]["primitives"]}
     assert used == set(RETAIL_PRIMITIVES), used
+    assert {len(t["plan"]["primitives"]) for t in tasks} == {1, 2, 3}  # (requests per task)
     for t in tasks:
         assert t["apps"] == ["directory", "retail"], t["id"]
         assert {r["kind"] for r in t["safety"]} == {"app"}

@@ -10,6 +10,7 @@ requirement's ``user`` (the person who opens the conversation), the agent is its
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
@@ -21,9 +22,41 @@ from ..models import from_tau2
 
 KIND = "retail"
 """The key of :attr:`Composition.state` the retail primitives keep their conversation in."""
-NEEDS = {"retail_cancel": "pending", "retail_exchange": "delivered",
-         "retail_return": "delivered", "retail_change_mind": "delivered"}
-"""The order status each retail primitive works on."""
+def swaps(order: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any], str]]:
+    """(item, new variant, the option that differs) for each item of ``order`` that has an
+    available variant differing in exactly one option, payable with the order's original
+    payment method (a gift card must cover the difference)."""
+    db = database()
+    pm_id = order["payment_history"][0]["payment_method_id"]
+    pm = db["users"][order["user_id"]]["payment_methods"].get(pm_id, {})
+    out = []
+    for item in order["items"]:
+        for var in db["products"][item["product_id"]]["variants"].values():
+            diff = [k for k, v in var["options"].items() if item["options"].get(k) != v]
+            if len(diff) != 1 or not var["available"]:
+                continue
+            if pm.get("source") == "gift_card" and (pm.get("balance") or 0) < var["price"] - \
+                    item["price"]:
+                continue
+            out.append((item, var, diff[0]))
+    return sorted(out, key=lambda t: (t[0]["item_id"], t[1]["item_id"]))
+
+
+def _distinct(order: dict[str, Any]) -> bool:
+    return len({i["item_id"] for i in order["items"]}) == len(order["items"])
+
+
+Fits = Callable[[dict[str, Any]], bool]
+NEEDS: dict[str, tuple[str, Fits]] = {
+    "retail_cancel": ("pending", lambda o: True),
+    "retail_address": ("pending", lambda o: True),
+    "retail_modify_items": ("pending", lambda o: _distinct(o) and len(o["payment_history"]) == 1
+                            and bool(swaps(o))),
+    "retail_return": ("delivered", lambda o: True),
+    "retail_exchange": ("delivered", lambda o: _distinct(o) and bool(swaps(o))),
+    "retail_change_mind": ("delivered", lambda o: len({i["item_id"] for i in o["items"]}) >= 2),
+}
+"""The order each retail primitive works on: its status, and what else it must hold."""
 YES = "Yes, please go ahead: {what} {order}."
 
 
@@ -62,14 +95,11 @@ def conversation(c: Composition) -> Conversation:
         assert isinstance(conv, Conversation)
         return conv
     db = database()
-    want: dict[str, int] = {}
-    for st in c.plan:
-        if st.primitive in NEEDS:
-            want[NEEDS[st.primitive]] = want.get(NEEDS[st.primitive], 0) + 1
-    fits = sorted(u for u in db["users"]
-                  if all(len(orders_of(u, s)) >= n for s, n in want.items()))
+    want = [st.primitive for st in c.plan if st.primitive in NEEDS]
+    fits = sorted(u for u in db["users"] if _serves(u, want))
     if not fits:
-        raise PlanError(f"no customer of tau2's retail database has the orders {want}")
+        raise PlanError("no customer of tau2's retail database has orders for "
+                        f"{[st.primitive for st in c.plan if st.primitive in NEEDS]}")
     uid = c.rng.choice(fits)
     row = db["users"][uid]
     conv = Conversation(uid, row)
@@ -125,14 +155,33 @@ def conversation(c: Composition) -> Conversation:
     return conv
 
 
-def take_order(c: Composition, conv: Conversation, status: str,
-               fits: Any = None) -> dict[str, Any]:
-    """An order of the customer's with ``status`` that no other stage took (and that
-    ``fits``), read by the agent before anything is done."""
-    free = [o for o in orders_of(conv.user_id, status) if o["order_id"] not in conv.used
-            and (fits is None or fits(o))]
+@cache
+def candidates(primitive: str) -> dict[str, tuple[str, ...]]:
+    """The orders ``primitive`` can work on, by customer (computed once)."""
+    status, fits = NEEDS[primitive]
+    db = database()
+    return {u: tuple(o["order_id"] for o in orders_of(u, status) if fits(o))
+            for u in db["users"]}
+
+
+def _serves(user_id: str, primitives: list[str]) -> bool:
+    """Whether the customer has a distinct order for each primitive (the choosiest first)."""
+    taken: set[str] = set()
+    for ids in sorted((candidates(p)[user_id] for p in primitives), key=len):
+        free = [i for i in ids if i not in taken]
+        if not free:
+            return False
+        taken.add(free[0])
+    return True
+
+
+def take_order(c: Composition, conv: Conversation, primitive: str) -> dict[str, Any]:
+    """An order of the customer's that ``primitive`` can work on (see :data:`NEEDS`) and no
+    other stage took, read by the agent before anything is done."""
+    db = database()
+    free = [db["orders"][o] for o in candidates(primitive)[conv.user_id] if o not in conv.used]
     if not free:
-        raise PlanError(f"{conv.user_id} has no other {status} order for this request")
+        raise PlanError(f"{conv.user_id} has no other order {primitive} can work on")
     order = c.rng.choice(free)
     conv.used.append(order["order_id"])
     read = {"kind": "tool", "tool": "get_order_details", "args": {"order_id": order["order_id"]}}

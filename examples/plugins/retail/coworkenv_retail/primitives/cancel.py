@@ -17,7 +17,7 @@ REASONS = {"no longer needed": ["I don't need it anymore", "I no longer need it"
 
 def build(c: Composition, st: dict[str, Any]) -> None:
     conv = conversation(c)
-    order = take_order(c, conv, "pending")
+    order = take_order(c, conv, "retail_cancel")
     oid = order["order_id"]
     reason = c.rng.choice(sorted(REASONS))
     why = c.rng.choice(REASONS[reason])

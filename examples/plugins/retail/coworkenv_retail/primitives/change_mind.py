@@ -13,8 +13,7 @@ from ._shared import conversation, take_order, yes_fact
 
 def build(c: Composition, st: dict[str, Any]) -> None:
     conv = conversation(c)
-    order = take_order(c, conv, "delivered",
-                       fits=lambda o: len({i["item_id"] for i in o["items"]}) >= 2)
+    order = take_order(c, conv, "retail_change_mind")
     oid = order["order_id"]
     distinct = list({i["item_id"]: i for i in order["items"]}.values())
     ret, keep = c.rng.sample(distinct, 2)

@@ -8,34 +8,12 @@ from typing import Any
 
 from coworkenv.synth import Composition, Primitive
 
-from ._shared import confirmed_write, conversation, database, take_order
-
-
-def swaps(order: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any], str]]:
-    """(item, new variant, the option that differs) for each item of ``order`` that has an
-    available variant differing in exactly one option, payable with the order's original
-    payment method (a gift card must cover the difference)."""
-    db = database()
-    pm_id = order["payment_history"][0]["payment_method_id"]
-    pm = db["users"][order["user_id"]]["payment_methods"].get(pm_id, {})
-    out = []
-    for item in order["items"]:
-        for var in db["products"][item["product_id"]]["variants"].values():
-            diff = [k for k, v in var["options"].items() if item["options"].get(k) != v]
-            if len(diff) != 1 or not var["available"]:
-                continue
-            if pm.get("source") == "gift_card" and (pm.get("balance") or 0) < var["price"] - \
-                    item["price"]:
-                continue
-            out.append((item, var, diff[0]))
-    return sorted(out, key=lambda t: (t[0]["item_id"], t[1]["item_id"]))
+from ._shared import confirmed_write, conversation, swaps, take_order
 
 
 def build(c: Composition, st: dict[str, Any]) -> None:
     conv = conversation(c)
-    order = take_order(c, conv, "delivered",
-                       fits=lambda o: bool(swaps(o)) and len({i["item_id"] for i in o["items"]})
-                       == len(o["items"]))
+    order = take_order(c, conv, "retail_exchange")
     oid = order["order_id"]
     item, var, option = c.rng.choice(swaps(order))
     pm = order["payment_history"][0]["payment_method_id"]

@@ -12,7 +12,7 @@ from ._shared import confirmed_write, conversation, take_order
 
 def build(c: Composition, st: dict[str, Any]) -> None:
     conv = conversation(c)
-    order = take_order(c, conv, "delivered")
+    order = take_order(c, conv, "retail_return")
     oid = order["order_id"]
     items = order["items"]
     k = c.rng.randint(1, min(2, len(items)))
