@@ -3,8 +3,9 @@ primitives; and plans proposed by a model, checked against the registered primit
 
 The office plans are drawn by :func:`draw_plan` (the built-in primitives, weighted by the
 requirement's capabilities). A requirement that names its own ``primitives`` (a plugin's,
-say) gets a plan drawn from those only (:func:`draw_named`): each usable one in phase order,
-every one a later one needs, and the deliverable when the requirement names one.
+say) gets a plan drawn from those only (:func:`draw_named`): one to three of them by its
+difficulty, weighted by capability, every one a drawn one needs, and the deliverables it
+names.
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ import random
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, get_args
 
 from .errors import PrimitiveError
 from .plan import Stage
@@ -171,11 +171,16 @@ def check_primitive(p: object, others: Mapping[str, Primitive] = {}) -> list[str
         problems.append(f"apps: {p.apps!r} is not a tuple of frozensets of app names")
     from ..sim.task import Capability
 
-    known = set(Capability.__args__)  # type: ignore[attr-defined]
+    known = set(get_args(Capability))
     problems += [f"capabilities: {c!r} is not one of {', '.join(sorted(known))}"
                  for c in p.capabilities if c not in known]
     if not callable(p.build):
         problems.append("build: not callable")
+    if not isinstance(p.variants, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in p.variants.items()):
+        problems.append(f"variants: {p.variants!r} is not a mapping of variant to app name")
+    if p.example and ":" not in p.example:
+        problems.append(f"example: {p.example!r} is not 'package:path' of a requirement file")
     for what in ("provides", "grading"):
         if not str(getattr(p, what) or "").strip():
             problems.append(f"{what}: empty (say it: a model proposing plans reads it)")

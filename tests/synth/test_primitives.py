@@ -77,7 +77,7 @@ def build(c, st):
     pass
 
 BAD = Primitive("bad name", "later", (frozenset({"email"}),), ("flying",), provides="",
-                grading="nothing", build=None)
+                grading="nothing", build=None, variants={"office": 3}, example="nowhere.yaml")
 NOT_ONE = object()
 GOOD = Primitive("good", "act", (frozenset({"email"}),), ("tool_coordination",),
                  provides="a thing", grading="a check", build=build)
@@ -97,7 +97,8 @@ def test_a_broken_primitive_plugin_is_refused_with_each_problem_named(installed:
     for part in ("entry point bad_name = 'broken_prims:BAD'",
                  "name: 'bad name' is not an identifier", "phase: 'later' is not one of",
                  "capabilities: 'flying' is not one of", "build: not callable",
-                 "provides: empty",
+                 "provides: empty", "variants: {'office': 3} is not a mapping",
+                 "example: 'nowhere.yaml' is not 'package:path'",
                  "entry point not_one", "is a object, not a coworkenv Primitive record",
                  "entry point renamed", "the record is named 'good'",
                  "entry point missing", "cannot be loaded: ModuleNotFoundError",
