@@ -92,6 +92,9 @@ class Composer:
         """What a primitive leaves for a later one, by the primitive's name."""
         self.report_steps: list[Spec] = []
         self.plan: list[Stage] = []
+        self.words = random.Random(zlib.crc32(tid.encode()))
+        """Wording choices (openings, phrasings): drawn apart from ``rng``, so that how a
+        sentence is put never changes what the plan binds."""
         self.names: dict[str, list[str]] = {}
         """The names given so far, by kind (see :meth:`fresh_name`)."""
 
@@ -294,7 +297,7 @@ class Composer:
         cast = len([p for p in self.cast if p != self.user])
         if not self.min_coworkers <= cast <= 8:
             raise PlanError(f"a plan works with {self.min_coworkers} to 8 coworkers, not {cast}")
-        opening = self.intro or random.Random(zlib.crc32(self.tid.encode())).choice(OPENINGS)
+        opening = self.intro or self.words.choice(OPENINGS)
         instruction = " ".join([*([opening] if opening else []), *self.goals, *self.rules])
         if self.req.constraints and self.rng.random() < 0.5:
             instruction += " " + self.rng.choice(self.req.constraints)

@@ -69,6 +69,8 @@ class Composition(Protocol):
     plan: list[Stage]
     """The whole plan, in the order its stages are built."""
     rng: random.Random
+    words: random.Random
+    """For wording alone (how a sentence is put), drawn apart from ``rng``."""
     tid: str
     agent: str
     user: str

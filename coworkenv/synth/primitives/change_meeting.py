@@ -35,7 +35,10 @@ def build(c: Composition, st: dict[str, Any]) -> None:
         {"id": c.cid("moved-when-asked"), "kind": "order", "gate": True,
          "first": moved_msg,
          "then": {"tool": "calendar_update_event"}}]
-    c.goals.append("If anyone asks for another time, move it.")
+    c.goals.append(c.words.choice([
+        "If anyone asks for another time, move it.",
+        "People may ask to move it; if they do, move it.",
+        "If an attendee asks for a different time, reschedule it."]))
 
 
 CHANGE_MEETING = Primitive(

@@ -81,7 +81,9 @@ def build(c: Composition, st: dict[str, Any]) -> None:
         check = {"id": c.cid("reassigned"), "kind": "ticket", "ticket": tid,
                  "assignee": heir, "gate": True}
         outcome = f"{tid} is now with {c.name(heir)}"
-        goal = f"Keep {tid} with whoever is responsible for it today."
+        goal = c.words.choice([f"Keep {tid} with whoever is responsible for it today.",
+                             f"{tid} may change hands today; make sure it follows.",
+                             f"If {tid}'s owner hands it on, see that it gets there."])
     c.add_seed("tickets", ticket)
     c.timeline.append({"at": LATE, "actor": owner, "action": {
         "kind": "message", "to": c.agent, "text": text}})

@@ -98,7 +98,10 @@ def build(c: Composition, st: dict[str, Any]) -> None:
     if c.clarified is not None:
         c.checks.append({"id": c.cid("where-asked"), "kind": "order", "gate": True,
                             "first": c.clarified, "then": sel})
-        c.goals.append("Send me a summary with the figures when it's all done.")
+        c.goals.append(c.words.choice([
+            "Send me a summary with the figures when it's all done.",
+            "Once everything is in, send me the figures.",
+            "When it's all done, send me a summary with the numbers."]))
     elif told is not None:
         pass  # (its goal is said above)
     elif replied:
