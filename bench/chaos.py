@@ -43,8 +43,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import free_port
 
+from coworkenv.runtime import play_reference
 from coworkenv.sim import Task, builtin_tasks
-from coworkenv.sim.task import FinishStep, MessageStep, ToolStep, WaitStep, resolve_refs
 
 CLI = [sys.executable, "-m", "coworkenv.cli"]
 
@@ -93,29 +93,6 @@ def rss_mb(pid: int) -> float | None:
     except OSError:
         return None
     return None
-
-
-async def play(task: Task, act: Any) -> bool:
-    """Play the reference solution through ``act(name, args) -> (text, done)``; whether the
-    episode ended."""
-    results: dict[str, Any] = {}
-    done = False
-    for st in task.reference:
-        if isinstance(st, ToolStep):
-            text, done = await act(st.tool, resolve_refs(st.args, results))
-            if st.id:
-                results[st.id] = json.loads(text.split("\n")[0])["result"]
-        elif isinstance(st, MessageStep):
-            text, done = await act("send_message", {"to": st.to, "text": st.text})
-        elif isinstance(st, FinishStep):
-            text, done = await act("finish", {"summary": st.summary})
-        else:
-            for _ in range(10):
-                text, done = await act("wait", {})
-                if done or not (isinstance(st, WaitStep) and st.message_from) \
-                        or f"from {st.message_from}" in text:
-                    break
-    return done
 
 
 class Mix:
@@ -201,7 +178,7 @@ async def openenv_good(port: int, tasks: list[Task], mix: Mix, stop: asyncio.Eve
                         raise RuntimeError(f"{name}: {obs['error']}")
                     return str(obs["result"]["text"]), bool(d.get("done"))
 
-                if await play(task, act):
+                if (await play_reference(task, act)).done:
                     mix.good_finished += 1
                 else:
                     mix.good_failed.append(f"{task.id}: not over after its reference")
@@ -403,7 +380,7 @@ async def run_mcp(seconds: float, hostile: int, tmp: Path) -> dict[str, Any]:
 
                     rss.setdefault("first_server_mb", rss_mb(proc.pid))
                     rss["last_server_mb"] = rss_mb(proc.pid)
-                    if await play(task, act):
+                    if (await play_reference(task, act)).done:
                         mix.good_finished += 1
                     else:
                         mix.good_failed.append(f"{task.id}: not over after its reference")

@@ -196,30 +196,8 @@ def llama_server() -> object:
 
 
 async def play_reference(task: Any, act: Any) -> list[str]:
-    """Play ``task``'s reference solution through ``act(name, arguments) -> (text, done)``,
-    an agent seat reached any way (a session, MCP, OpenEnv): tool calls with earlier results
-    filled in, messages, waits (until what the reference waits for arrives) and finish.
-    Returns the text of each action's answer."""
-    import json
+    """The reference solution played through ``act`` (:func:`coworkenv.runtime.play_reference`);
+    the text of each action's answer."""
+    from coworkenv.runtime import play_reference as play
 
-    from coworkenv.sim.task import FinishStep, MessageStep, ToolStep, WaitStep, resolve_refs
-
-    results: dict[str, Any] = {}
-    said: list[str] = []
-    for st in task.reference:
-        if isinstance(st, ToolStep):
-            text, _ = await act(st.tool, resolve_refs(st.args, results))
-            if st.id:
-                results[st.id] = json.loads(text.split("\n")[0])["result"]
-        elif isinstance(st, MessageStep):
-            text, _ = await act("send_message", {"to": st.to, "text": st.text})
-        elif isinstance(st, FinishStep):
-            text, _ = await act("finish", {"summary": st.summary})
-        else:
-            for _ in range(10):
-                text, done = await act("wait", {})
-                if done or not (isinstance(st, WaitStep) and st.message_from) \
-                        or f"from {st.message_from}" in text:
-                    break
-        said.append(text)
-    return said
+    return (await play(task, act)).said
