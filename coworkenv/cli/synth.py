@@ -137,9 +137,6 @@ def primitives_(
         raise fail(str(exc)) from None
     origin = {ep.name: ep.value.split(":")[0] for ep in entry_points(group=GROUP)}
 
-    def apps(n: str) -> str:
-        return " and ".join("/".join(sorted(a)) for a in PRIMITIVES[n].apps if a) or "any"
-
     if not check:
         if as_json:
             sys.stdout.write(json.dumps([
@@ -151,7 +148,8 @@ def primitives_(
             return
         table = Table("primitive", "phase", "apps", "variants", "after", "module")
         for n, p in PRIMITIVES.items():
-            table.add_row(n, p.phase, apps(n), ", ".join(p.variants), ", ".join(p.needs),
+            table.add_row(n, p.phase, p.app_sets() or "any", ", ".join(p.variants),
+                          ", ".join(p.needs),
                           origin.get(n, ""))
         console.print(table)
         return

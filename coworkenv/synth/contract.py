@@ -77,13 +77,12 @@ def example_requirement(name: str) -> WorkflowRequirement:
 def check_plans(name: str, req: WorkflowRequirement) -> list[list[Stage]]:
     """The smallest plan with ``name`` for each of its variants ``req``'s apps allow (and
     without one): what it needs first, then it (and, for an office requirement, an ``ask``),
-    then the deliverable."""
+    then the deliverable (:func:`plan_of` adds the requirement's)."""
     prim = PRIMITIVES[name]
-    lasts = [n for n in (req.primitives or []) if PRIMITIVES[n].last and n != name]
     names = [*prim.needs, name]
     if req.primitives is None:  # an office task works with people: someone is asked
         names = [*([] if name in ("ask", "ask_parallel") else ["ask"]), *names, "ask"]
-    proposal = PlanProposal(stages=[StageProposal(primitive=n) for n in [*names, *lasts]])
+    proposal = PlanProposal(stages=[StageProposal(primitive=n) for n in names])
     base, problems = plan_of(proposal, req)
     if problems:
         raise PlanError("; ".join(problems))
@@ -92,8 +91,6 @@ def check_plans(name: str, req: WorkflowRequirement) -> list[list[Stage]]:
         plan = [Stage(s.primitive, dict(s.params)) for s in base]
         if variant:
             next(s for s in plan if s.primitive == name).params["variant"] = variant
-        if name == "ask_parallel":
-            next(s for s in plan if s.primitive == name).params["n"] = 2
         plans.append(plan)
     return plans
 

@@ -156,6 +156,10 @@ class Primitive:
     """A requirement file its contract check composes with, as ``package:path`` inside an
     installed package (default: every built-in app and capability)."""
 
+    def app_sets(self) -> str:
+        """The app sets it needs as people read them ("docs and chat/email"); "" for none."""
+        return " and ".join("/".join(sorted(a)) for a in self.apps if a)
+
 
 def check_primitive(p: object, others: Mapping[str, Primitive] = {}) -> list[str]:
     """What ``p`` breaks of the contract, beside the ``others`` already loaded (empty:
@@ -265,11 +269,8 @@ PRIMITIVES = _Registry()
 def catalog(names: list[str] | None = None) -> str:
     """The primitives (``names``, else every one that is drawn by default) as a model reads
     them when it proposes a plan."""
-    def apps(p: Primitive) -> str:
-        return " and ".join("/".join(sorted(a)) for a in p.apps if a) or "none"
-
     chosen = [PRIMITIVES[n] for n in names] if names is not None else \
         [p for p in PRIMITIVES.values() if p.drawn]
-    return "\n".join(f"- {p.name} ({p.phase}; apps {apps(p)}"
+    return "\n".join(f"- {p.name} ({p.phase}; apps {p.app_sets() or 'none'}"
                      f"{'; after ' + ', '.join(p.needs) if p.needs else ''}): {p.provides}. "
                      f"Graded: {p.grading}." for p in chosen)

@@ -57,8 +57,7 @@ def build(c: Composition, st: dict[str, Any], variant: str = "") -> None:
             f"We need the {metric}; ask {who}."]))
     v = Value(metric, amount, {"actor": pid, "to": c.agent,
                                "text": {"contains": [amount]}})
-    c.values.append(v)
-    c.gate_value(v)
+    c.learn(v)
 
 
 ASK = Primitive(

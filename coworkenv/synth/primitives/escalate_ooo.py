@@ -38,8 +38,7 @@ def build(c: Composition, st: dict[str, Any]) -> None:
                         "then": {"to": backup, "text": {"contains": [metric]}}})
     v = Value(metric, amount, {"actor": backup, "to": c.agent,
                                "text": {"contains": [amount]}})
-    c.values.append(v)
-    c.gate_value(v)
+    c.learn(v)
     c.goals.append(f"Get the {metric} from {c.name(away)}.")
 
 

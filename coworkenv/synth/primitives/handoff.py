@@ -28,8 +28,7 @@ def build(c: Composition, st: dict[str, Any]) -> None:
                               {"kind": "wait", "message_from": pid}]
     v = Value(f"{what} total", amount, {"actor": pid, "to": c.agent,
                                         "text": {"contains": [amount]}})
-    c.values.append(v)
-    c.gate_value(v)
+    c.learn(v)
     c.goals.append(c.rng.choice([
         f"Hand the {what} over to {c.name(pid)} and use it once it arrives.",
         f"{c.name(pid)} should prepare the {what}; follow up when it comes in."]))

@@ -52,8 +52,7 @@ def build(c: Composition, st: dict[str, Any]) -> None:
     c.buckets["writes"][:0] = steps
     read = steps[-1]  # the figure is learned from the last step
     v = Value(metric, amount, {"tool": read["tool"], "args": dict(read["args"])})
-    c.values.append(v)
-    c.gate_value(v)
+    c.learn(v)
     c.goals.append(c.rng.choice(goals))
 
 

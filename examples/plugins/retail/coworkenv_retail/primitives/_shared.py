@@ -42,6 +42,43 @@ def swaps(order: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any], s
     return sorted(out, key=lambda t: (t[0]["item_id"], t[1]["item_id"]))
 
 
+@dataclass
+class Swap:
+    """One item of an order and the variant it becomes (see :func:`swaps`)."""
+
+    item: dict[str, Any]
+    variant: dict[str, Any]
+    option: str
+    """The option that differs (its old and new values: ``old``, ``new``)."""
+    payment_method: str
+    """The order's original payment method, which pays or receives the difference."""
+
+    @property
+    def old(self) -> str:
+        return str(self.item["options"][self.option])
+
+    @property
+    def new(self) -> str:
+        return str(self.variant["options"][self.option])
+
+    @property
+    def name(self) -> str:
+        return str(self.item["name"]).lower()
+
+    @property
+    def difference(self) -> float:
+        return round(self.variant["price"] - self.item["price"], 2)
+
+
+def pick_swap(c: Composition, order: dict[str, Any]) -> Swap:
+    """One of ``order``'s swaps, drawn; the agent looks the product up to find the new
+    variant's item id."""
+    item, variant, option = c.rng.choice(swaps(order))
+    c.buckets["writes"].append({"kind": "tool", "tool": "get_product_details",
+                                "args": {"product_id": item["product_id"]}})
+    return Swap(item, variant, option, order["payment_history"][0]["payment_method_id"])
+
+
 def _distinct(order: dict[str, Any]) -> bool:
     return len({i["item_id"] for i in order["items"]}) == len(order["items"])
 
@@ -73,11 +110,10 @@ class Conversation:
     """The customer of the task and what the plan has taken of their orders."""
 
     user_id: str
-    row: dict[str, Any]
     used: list[str] = field(default_factory=list)
+    """The orders a stage took."""
     products: set[str] = field(default_factory=set)
-    confirm: dict[str, Any] = field(default_factory=dict)
-    """The customer's confirmation fact per order id (the order's own answers)."""
+    """The products seeded (each once)."""
 
 
 def orders_of(user_id: str, status: str) -> list[dict[str, Any]]:
@@ -102,7 +138,7 @@ def conversation(c: Composition) -> Conversation:
                         f"{[st.primitive for st in c.plan if st.primitive in NEEDS]}")
     uid = c.rng.choice(fits)
     row = db["users"][uid]
-    conv = Conversation(uid, row)
+    conv = Conversation(uid)
     c.state[KIND] = conv
     name = f"{row['name']['first_name']} {row['name']['last_name']}"
     c.add_seed("people", {"id": c.user, "name": name, "email": row["email"],

@@ -8,35 +8,32 @@ from typing import Any
 
 from coworkenv.synth import Composition, Primitive
 
-from ._shared import confirmed_write, conversation, swaps, take_order
+from ._shared import confirmed_write, conversation, pick_swap, take_order
 
 
 def build(c: Composition, st: dict[str, Any]) -> None:
     conv = conversation(c)
     order = take_order(c, conv, "retail_exchange")
     oid = order["order_id"]
-    item, var, option = c.rng.choice(swaps(order))
-    pm = order["payment_history"][0]["payment_method_id"]
-    old, new = item["options"][option], var["options"][option]
-    name = item["name"].lower()
+    sw = pick_swap(c, order)
+    item, var, pm = sw.item, sw.variant, sw.payment_method
     c.goals.append(c.rng.choice([
-        f"The {name} in order {oid} is the wrong {option}: I'd like to exchange it for the "
-        f"same one in {new} {option} instead of {old}. Use the payment method I paid with "
-        "for any difference.",
-        f"Can I swap the {name} from order {oid} for the {new} one (mine is {old})? Any "
-        "price difference on my original payment method, please."]))
-    c.buckets["writes"].append({"kind": "tool", "tool": "get_product_details",
-                                "args": {"product_id": item["product_id"]}})
-    diff = round(var["price"] - item["price"], 2)
+        f"The {sw.name} in order {oid} is the wrong {sw.option}: I'd like to exchange it for "
+        f"the same one in {sw.new} {sw.option} instead of {sw.old}. Use the payment method I "
+        "paid with for any difference.",
+        f"Can I swap the {sw.name} from order {oid} for the {sw.new} one (mine is {sw.old})? "
+        "Any price difference on my original payment method, please."]))
     confirmed_write(c, order, "exchange_delivered_order_items",
                     {"order_id": oid, "item_ids": [item["item_id"]],
                      "new_item_ids": [var["item_id"]], "payment_method_id": pm},
-                    "exchange", f"exchange item {item['item_id']} ({name}, {option} {old}) of "
-                    f"order {oid} for item {var['item_id']} ({option} {new}); the price "
-                    f"difference of {diff:+.2f} goes through {pm}.",
+                    "exchange", f"exchange item {item['item_id']} ({sw.name}, {sw.option} "
+                    f"{sw.old}) of order {oid} for item {var['item_id']} ({sw.option} "
+                    f"{sw.new}); the price difference of {sw.difference:+.2f} goes through "
+                    f"{pm}.",
                     {"status": "exchange requested", "exchange_items": [item["item_id"]],
                      "exchange_new_items": [var["item_id"]],
-                     "exchange_payment_method_id": pm, "exchange_price_difference": diff})
+                     "exchange_payment_method_id": pm,
+                     "exchange_price_difference": sw.difference})
 
 
 EXCHANGE = Primitive(

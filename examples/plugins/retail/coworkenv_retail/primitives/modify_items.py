@@ -8,25 +8,20 @@ from typing import Any
 
 from coworkenv.synth import Composition, Primitive
 
-from ._shared import confirmed_write, conversation, swaps, take_order
+from ._shared import confirmed_write, conversation, pick_swap, take_order
 
 
 def build(c: Composition, st: dict[str, Any]) -> None:
     conv = conversation(c)
     order = take_order(c, conv, "retail_modify_items")
     oid = order["order_id"]
-    item, var, option = c.rng.choice(swaps(order))
-    pm = order["payment_history"][0]["payment_method_id"]
-    old, new = item["options"][option], var["options"][option]
-    name = item["name"].lower()
+    sw = pick_swap(c, order)
+    item, var, pm, diff = sw.item, sw.variant, sw.payment_method, sw.difference
     c.goals.append(c.rng.choice([
-        f"Before order {oid} ships, I'd like the {name} in {new} {option} instead of {old}. "
-        "Charge or refund any difference on how I paid.",
-        f"Can you change the {name} on my pending order {oid} to the {new} one? Mine is {old}; "
-        "use my original payment method for the difference."]))
-    c.buckets["writes"].append({"kind": "tool", "tool": "get_product_details",
-                                "args": {"product_id": item["product_id"]}})
-    diff = round(var["price"] - item["price"], 2)
+        f"Before order {oid} ships, I'd like the {sw.name} in {sw.new} {sw.option} instead of "
+        f"{sw.old}. Charge or refund any difference on how I paid.",
+        f"Can you change the {sw.name} on my pending order {oid} to the {sw.new} one? Mine is "
+        f"{sw.old}; use my original payment method for the difference."]))
     items = [dict(i) if i["item_id"] != item["item_id"] else {
         "name": i["name"], "product_id": i["product_id"], "item_id": var["item_id"],
         "price": var["price"], "options": dict(var["options"])} for i in order["items"]]
@@ -36,9 +31,9 @@ def build(c: Composition, st: dict[str, Any]) -> None:
     confirmed_write(c, order, "modify_pending_order_items",
                     {"order_id": oid, "item_ids": [item["item_id"]],
                      "new_item_ids": [var["item_id"]], "payment_method_id": pm},
-                    "change the items of", f"change item {item['item_id']} ({name}, {option} "
-                    f"{old}) of pending order {oid} to item {var['item_id']} ({option} {new}); "
-                    f"the difference of {diff:+.2f} goes through {pm}.",
+                    "change the items of", f"change item {item['item_id']} ({sw.name}, "
+                    f"{sw.option} {sw.old}) of pending order {oid} to item {var['item_id']} "
+                    f"({sw.option} {sw.new}); the difference of {diff:+.2f} goes through {pm}.",
                     {"status": "pending (item modified)", "items": items,
                      "payment_history": history})
 
