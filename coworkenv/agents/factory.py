@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from ..sim.actor import Actor
+from ..sim.policy import AGENT_SPECS, AgentSpec
+from ..sim.policy import parse_policy as parse_agent
 from ..sim.task import Task
 from .openai_agent import Endpoint, OpenAIAgent
 from .oracle import NoopAgent, OracleAgent, slip_names
@@ -16,30 +17,8 @@ from .scripted import ScriptedPerson
 AgentFactory = Callable[[Task], Actor]
 CastFactory = Callable[[Task], dict[str, Actor]]
 
-AGENT_SPECS = "oracle | noop | openai:MODEL | teacher:openai:MODEL | remote | remote:GROUP"
-
-
-@dataclass(frozen=True)
-class AgentSpec:
-    kind: str  # oracle, noop, openai, remote
-    model: str = ""
-    teacher: bool = False
-
-    @property
-    def role(self) -> str:
-        return "teacher" if self.teacher or self.kind == "oracle" else "student"
-
-
-def parse_agent(spec: str) -> AgentSpec:
-    teacher = spec.startswith("teacher:")
-    rest = spec.removeprefix("teacher:")
-    if rest in ("oracle", "noop", "remote") and not teacher:
-        return AgentSpec(rest)
-    if rest.startswith("remote:") and rest[7:] and not teacher:  # a group of workers
-        return AgentSpec("remote", rest[7:])
-    if rest.startswith("openai:") and rest[7:]:
-        return AgentSpec("openai", rest[7:], teacher)
-    raise ValueError(f"agent: expected {AGENT_SPECS}, got {spec!r}")
+__all__ = ["AGENT_SPECS", "AgentFactory", "AgentSpec", "CastFactory", "agent_factory", "cast_factory",
+           "endpoint", "parse_agent", "scripted_cast", "worker_agent_factory"]
 
 
 def endpoint(model: str, base_url: str | None, api_key_env: str | None,

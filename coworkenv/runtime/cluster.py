@@ -42,7 +42,7 @@ from ..sim.errors import RunConfigError
 
 if TYPE_CHECKING:
     from ..sim import EpisodeResult, Interrupt, RunOptions, Task
-    from .run import OnDone, OnPlan, Prepared, RunConfig
+    from .prepare import OnDone, OnPlan, Prepared, RunConfig
 
 MAX_RESTARTS = 3
 """Times Ray restarts an episode host whose process died."""
@@ -74,7 +74,7 @@ class EpisodeHost:
 
     def __init__(self, config: RunConfig, options: RunOptions, tasks: list[Task], agent: str,
                  run_config: str, index: int, shard_dir: str | None) -> None:
-        from .run import factories
+        from .prepare import factories
 
         self.config, self.index = config, index
         # per-batch GC tuning would nest across concurrent batches; the host tunes once
@@ -121,7 +121,7 @@ class EpisodeHost:
     async def _serve(self) -> None:
         from ..sim.runner import tuned_gc
         from ..store import EventStore
-        from .run import _bus
+        from .prepare import _bus
 
         async with _bus(self.config.bus) as bus, EventStore(self.shard) as store:
             assert self._ready is not None

@@ -37,7 +37,8 @@ from .session import Action, Observation, SessionAgent
 from .simulate import SimulationConfig, SimulationResult, asimulate
 
 if TYPE_CHECKING:
-    from ..sim.simkernel import ArrivalOutcome, Live, SimulationKernel
+    from ..sim.simulation import ArrivalOutcome, Live
+    from ..sim.simulation.kernel import SimulationKernel
 
 
 class SimulationSession:

@@ -36,8 +36,8 @@ from ..sim.errors import RunConfigError
 if TYPE_CHECKING:
     from ..bus import Bus
     from ..sim import Interrupt
-    from ..sim.simkernel import ArrivalOutcome, SimCheck, SimulationKernel
-    from ..sim.simulation import Loaded
+    from ..sim.simulation import ArrivalOutcome, Loaded, SimCheck
+    from ..sim.simulation.kernel import SimulationKernel
     from ..store import EventRecord
     from ..workspace import WorkspaceState
 
@@ -126,7 +126,7 @@ def simulation_report(reader: Any, run_id: str) -> dict[str, Any] | None:
     """A simulation run's own figures as the store holds them (None: not a simulation): its
     checks (SLA, nothing dropped, budgets, a script's), and per agent and per family the
     arrivals, pass rate, score and response times in working hours."""
-    from ..sim.simkernel import ArrivalOutcome
+    from ..sim.simulation import ArrivalOutcome
     from ..store import NotFoundError
 
     try:
@@ -251,7 +251,7 @@ class Scenario:
 
     def check(self, check_id: str, passed: bool, detail: str = "") -> None:
         """A simulation-level check: recorded in the log and in the result's checks."""
-        from ..sim.simkernel import SimCheck
+        from ..sim.simulation import SimCheck
 
         self._k.extra_checks.append(SimCheck(f"script:{check_id}", bool(passed), detail))
         self._k.note("script", "sim.check", {"id": check_id, "passed": bool(passed),
@@ -379,7 +379,7 @@ def _prepare(c: SimulationConfig) -> _Prepared:
 async def _resume_state(store: Any, run_id: str, episode_id: str, policies: dict[str, str],
                         sim_id: str) -> Any:
     """What the store holds of an interrupted simulation; partial arrival records removed."""
-    from ..sim.simkernel import Resume
+    from ..sim.simulation import Resume
     from ..store import Reader, events_hash
 
     await store.flush()
@@ -427,9 +427,9 @@ async def asimulate(config: SimulationConfig, *, interrupt: Interrupt | None = N
     from ..agents.scripted import ScriptedPerson
     from ..bus import BusError
     from ..sim import Interrupt, RunInterrupted
-    from ..sim.simkernel import SimulationKernel
+    from ..sim.simulation.kernel import SimulationKernel
     from ..store import EventStore, RunLease
-    from .run import _bus
+    from .prepare import _bus
 
     p = _prepare(config)
     loaded, sim = p.loaded, p.loaded.sim

@@ -1,26 +1,47 @@
 """The actors a simulation adds to the episode kernel's: each agent's seat, each person of
-the company, the arrivals' timelines, and the outages the tool service asks about (see
-:mod:`coworkenv.sim.simkernel`)."""
+the company, the arrivals' timelines, and the outages the tool service asks about.
+
+They reach the kernel only through :class:`Host` (what :class:`~.kernel.SimulationKernel`
+offers them), so this module sits below the kernel.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from ..bus import Envelope
-from .actor import Actor, ActorContext
-from .episode import AGENT_ACTIONS
-from .errors import EpisodeFailure
+from ...bus import Envelope
+from ..actor import Actor, ActorContext, Kernel
+from ..episode import AGENT_ACTIONS
+from ..errors import EpisodeFailure
 
 if TYPE_CHECKING:
-    from .simkernel import SimulationKernel
-    from .simulation import Seat
+    from ..clock import Clock
+    from .language import Seat
+    from .records import Live
+
+
+class Host(Kernel, Protocol):
+    """What the simulation's actors need of its kernel (beside what every actor's context
+    needs of an episode's)."""
+
+    clock: Clock
+    live: dict[str, Live]
+    owner: dict[str, str]
+    seat_of_person: dict[str, str]
+
+    def current(self, seat: str) -> Live | None: ...
+
+    def take_turn(self, live: Live) -> bool: ...
+
+    def end(self, live: Live, termination: str,
+            failure: tuple[str, str] | None = None) -> None: ...
 
 
 class Outages:
     """Fault injection for a simulation's outage windows (the tool service asks it about the
     agents' calls)."""
 
-    def __init__(self, kernel: SimulationKernel, windows: list[tuple[float, float, set[str],
+    def __init__(self, kernel: Host, windows: list[tuple[float, float, set[str],
                                                                        str]]) -> None:
         self.kernel = kernel
         self.windows = windows
@@ -43,7 +64,7 @@ class SeatContext(ActorContext):
     """A seat's handle: what its agent sends is tagged with the arrival it works on, takes the
     seat's action time, and counts against the arrival's and the seat's turn limits."""
 
-    def __init__(self, kernel: SimulationKernel, name: str, seat: Seat, seed: int) -> None:
+    def __init__(self, kernel: Host, name: str, seat: Seat, seed: int) -> None:
         super().__init__(kernel, name, seat.person, seed)
         self.seat = seat
         self.sim = kernel
@@ -64,7 +85,7 @@ class PersonContext(ActorContext):
     """A person's handle while playing one arrival's cast member: what they send is tagged
     with that arrival (their replies reach the agent working on it, and no other)."""
 
-    def __init__(self, kernel: SimulationKernel, name: str, key: str, seed: int) -> None:
+    def __init__(self, kernel: Host, name: str, key: str, seed: int) -> None:
         super().__init__(kernel, name, name, seed)
         self.key = key
 
@@ -77,7 +98,7 @@ class SeatActor(Actor):
 
     role = "agent"
 
-    def __init__(self, kernel: SimulationKernel, seat: Seat) -> None:
+    def __init__(self, kernel: Host, seat: Seat) -> None:
         self.sim = kernel
         self.seat = seat
 
@@ -111,7 +132,7 @@ class PersonHub(Actor):
 
     role = "coworker"
 
-    def __init__(self, kernel: SimulationKernel, person: str) -> None:
+    def __init__(self, kernel: Host, person: str) -> None:
         self.sim = kernel
         self.person = person
         self.personas: dict[str, tuple[Actor, PersonContext]] = {}
@@ -144,7 +165,7 @@ class SimWorld(Actor):
 
     role = "world"
 
-    def __init__(self, kernel: SimulationKernel) -> None:
+    def __init__(self, kernel: Host) -> None:
         self.sim = kernel
 
     async def handle(self, envelope: Envelope, ctx: ActorContext) -> None:

@@ -32,105 +32,39 @@ import hashlib
 import zlib
 from collections import deque
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
 import anyio.lowlevel
 
-from ..bus import Bus, Envelope
-from ..store import EventRecord, EventStore, events_hash
-from ..store._records import encode_payload
-from ..workspace import REGISTRY, WorkspaceSeed, WorkspaceState, apply_event, replay_events
-from ..workspace.models import Person, ws_event
-from .actor import Actor, ActorContext
-from .clock import VirtualClock
-from .episode import EpisodeKernel, _Delivery, save_grade
-from .errors import SimError
-from .eventlog import EventLog
-from .grading import Grade, GradeWeights, grade
-from .selectors import occurrences
-from .services import ToolService
-from .simactors import Outages, PersonContext, PersonHub, SeatActor, SeatContext, SimWorld
-from .simulation import (
-    SIM_RULE,
-    Arrival,
-    Join,
-    Loaded,
-    Outage,
-    Reorg,
-    Route,
-    Seat,
-    instantiate,
-    timed_arrivals,
+from ...bus import Bus
+from ...store import EventRecord, EventStore, events_hash
+from ...store._records import encode_payload
+from ...workspace import REGISTRY, WorkspaceSeed, WorkspaceState, apply_event, replay_events
+from ...workspace.models import Person, ws_event
+from ..actor import Actor, ActorContext
+from ..clock import VirtualClock
+from ..episode import EpisodeKernel, _Delivery, save_grade
+from ..eventlog import EventLog
+from ..grading import Grade, GradeWeights, grade
+from ..selectors import occurrences
+from ..services import ToolService
+from ..task import Task, clock_minutes, task_toolset
+from .arrivals import Arrival, instantiate, timed_arrivals
+from .language import SEAT_PREFIX, SIM_RULE, STRUCTURAL, Join, Outage, Reorg, Route, Seat
+from .loading import Loaded
+from .records import (
+    AgentFactory,
+    ArrivalOutcome,
+    Live,
+    PersonFactory,
+    Resume,
+    SimCheck,
+    SimulationError,
 )
-from .simview import SEAT_PREFIX, STRUCTURAL, arrival_view
-from .task import Task, clock_minutes, task_toolset
-
-
-class SimulationError(SimError):
-    """A simulation that cannot go on (a resume that does not replay what was recorded)."""
-
-
-@dataclass(slots=True)
-class Live:
-    """An arrival in the kernel, from its arrival to its grade."""
-
-    arrival: Arrival
-    task: Task
-    seat: Seat
-    seq: int
-    """The log's length when it arrived (its view starts there)."""
-    started: float | None = None
-    started_seq: int | None = None
-    turns: int = 0
-    agent: Actor | None = None
-    end: str | None = None
-    failure: tuple[str, str] | None = None
-    closed: bool = False
-    policy: str = ""
-    """The policy that took it up (its seat's when it started), and its role on record."""
-    role: str = "student"
-    mailbox: list[Envelope] = field(default_factory=list)
-    """What reached its seat for it before the seat took it up (its agent gets them then)."""
-
-
-@dataclass(slots=True)
-class ArrivalOutcome:
-    """What the summary keeps of a graded arrival (its records are in the store)."""
-
-    key: str
-    task_id: str
-    template: str
-    family: str
-    agent: str
-    arrived: float
-    started: float | None
-    finished: float
-    termination: str
-    status: str
-    completion: float
-    score: float
-    passed: bool
-    response_hours: float
-    """Working hours from its arrival to its end."""
-    events_hash: str
-    answered: bool = False
-    """Its requester heard back (the agent reached them) or its grade passed."""
-    violations: list[str] = field(default_factory=list)
-    """The simulation-wide safety rules it violated."""
-
-
-@dataclass
-class SimCheck:
-    id: str
-    passed: bool
-    detail: str
-
-
-AgentFactory = Callable[[Task], Actor]
-PersonFactory = Callable[[Task, Any, str, str], Actor]
-"""(task, cast member, role, agent's person) -> the actor that plays them for one arrival."""
+from .view import arrival_view
+from .world import Outages, PersonContext, PersonHub, SeatActor, SeatContext, SimWorld
 
 
 @dataclass(frozen=True)
@@ -139,16 +73,6 @@ class _Names:
 
     run_id: str
     episode_id: str
-
-
-@dataclass
-class Resume:
-    """What a store already holds of a simulation: its log's first ``rows`` rows (whose hash
-    is ``digest``) and the arrivals already recorded."""
-
-    rows: int = 0
-    digest: str = ""
-    recorded: set[str] = field(default_factory=set)
 
 
 class SimulationKernel(EpisodeKernel):

@@ -9,22 +9,33 @@ times count from its arrival.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from ..store._records import decode_payload, encode_payload
+from ...store._records import decode_payload, encode_payload
+from .language import SEAT_PREFIX, STRUCTURAL
 
 if TYPE_CHECKING:
-    from .simkernel import Live, SimulationKernel
+    from ..eventlog import EventLog
+    from .language import Simulation
+    from .records import Live
+
+
+class ViewSource(Protocol):
+    """What an arrival's view reads of the simulation's kernel."""
+
+    run_id: str
+    sim: Simulation
+    _log: EventLog
+    _setup_rows: list[tuple[Any, ...]]
+    _structural: list[tuple[Any, ...]]
+
+    def _seed_of(self, name: str) -> int: ...
+
 
 _BOOKKEEPING = frozenset({"arrival", "deadline", "world_event", "script"})
-STRUCTURAL = frozenset({"directory", "channel", "groups", "queues"})
-"""The company's structure (people, channels, groups, queues): every change to it is in every
-arrival's view (a DM channel opened by one request is there for the next), whereas the
-content tables (mail, chat, calendar, documents, tickets) hold only the arrival's own."""
-SEAT_PREFIX = "agent."
 
 
-def arrival_view(k: SimulationKernel, live: Live) -> list[tuple[Any, ...]]:
+def arrival_view(k: ViewSource, live: Live) -> list[tuple[Any, ...]]:
     """The arrival's events as an episode of its own: see the module's docstring."""
     key, seat_actor = live.arrival.key, SEAT_PREFIX + live.seat.id
     vid = f"{k.run_id}:{live.task.id}:0:0"
