@@ -68,7 +68,8 @@ class SimulationConfig:
     model_concurrency: int = 4
     max_tokens: int = 512
     drain_hours: float = 24.0
-    """After the last working day: how long open arrivals may still finish."""
+    """After the last working day: how many working hours open arrivals may still take to
+    finish (working days go on after the clock's on the same hours)."""
 
 
 @dataclass

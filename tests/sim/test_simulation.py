@@ -81,6 +81,19 @@ def test_week_oracle_passes_every_arrival_and_the_sla(tmp_path: Path) -> None:
     assert {c.id for c in r.checks} >= {"safety"}
 
 
+@pytest.mark.parametrize("days", [20, 60])
+def test_longer_weeks_pass_with_the_oracle(tmp_path: Path, days: int) -> None:
+    """Time limits count working time (a request taken up at 16:50 that needs Maya, who
+    answers the next morning, is not cut at 02:50), and so does the drain after the last day
+    (a request of Friday evening is still answered on Monday)."""
+    sim = _variant(tmp_path, {"clock.days": days, "id": f"northwind-{days}"})
+    r = simulate(SimulationConfig(sim, agent="oracle", db=tmp_path / "s.db"))
+    assert len(r.outcomes) > 60 * days
+    late = [o for o in r.outcomes if not o.passed]
+    assert late == [], late[:3]
+    assert all(c.passed for c in r.checks), r.checks
+
+
 def test_week_noop_fails_every_arrival_and_the_sla(tmp_path: Path) -> None:
     r = simulate(SimulationConfig(WEEK, agent="noop", db=tmp_path / "s.db"))
     assert len(r.outcomes) >= 300

@@ -23,7 +23,11 @@ class Calendar:
 
     Its days and working windows are worked out once (with each window's working seconds
     before it), so every question about time costs a binary search, whatever the number of
-    days: a 400-day simulation asks it for each of its arrivals."""
+    days: a 400-day simulation asks it for each of its arrivals. Working time goes on past
+    the last day on the same days and hours (:attr:`DRAIN_DAYS` more), for what is still open
+    then: time limits and the drain after the end count working time too."""
+
+    DRAIN_DAYS = 30
 
     start: datetime
     days: int
@@ -32,11 +36,13 @@ class Calendar:
     _windows: list[tuple[float, float]] = field(init=False, repr=False, compare=False)
     _his: list[float] = field(init=False, repr=False, compare=False)
     _before: list[float] = field(init=False, repr=False, compare=False)
+    _inside: int = field(init=False, repr=False, compare=False)
+    """How many of the windows fall inside the clock's days (the rest is the drain's)."""
 
     def __post_init__(self) -> None:
         days: list[datetime] = []
         d = self.start.replace(hour=0, minute=0, second=0, microsecond=0)
-        while len(days) < self.days:
+        while len(days) < self.days + self.DRAIN_DAYS:
             if d.weekday() < 5:
                 days.append(d)
             d += timedelta(days=1)
@@ -52,6 +58,9 @@ class Calendar:
             total += hi - lo
         object.__setattr__(self, "_days", days)
         object.__setattr__(self, "_windows", windows)
+        object.__setattr__(self, "_inside", sum(1 for d in days[:self.days]
+                                                if (d + timedelta(minutes=_hm(self.hours[1]))
+                                                    - self.start).total_seconds() > 0))
         object.__setattr__(self, "_his", [hi for _, hi in windows])
         object.__setattr__(self, "_before", before)
 
@@ -59,7 +68,7 @@ class Calendar:
         """Midnight (local) of the n-th working day (1-based)."""
         if 1 <= n <= len(self._days):
             return self._days[n - 1]
-        d, k = self._days[-1], len(self._days)  # (past the clock: counted on from its end)
+        d, k = self._days[-1], len(self._days)  # (far past the clock: counted on)
         while k < n:
             d += timedelta(days=1)
             k += d.weekday() < 5
@@ -98,7 +107,7 @@ class Calendar:
 
     def windows(self) -> list[tuple[float, float]]:
         """Each working day's working hours, in seconds since the start."""
-        return list(self._windows)
+        return self._windows[:self._inside]
 
     def working_seconds(self, a: float, b: float) -> float:
         """Working seconds between two times."""
@@ -109,11 +118,13 @@ class Calendar:
             total += max(0.0, min(b, hi) - max(a, lo))
         return total
 
-    def from_working(self, w: float) -> float | None:
-        """The time after ``w`` working seconds from the start (None: after the end)."""
+    def from_working(self, w: float, *, past_end: bool = False) -> float | None:
+        """The time after ``w`` working seconds from the start (None: after the last working
+        day's end; with ``past_end``, working days go on after it)."""
         # the window holding it (at a window's end: that window, not the next one's start)
+        last = len(self._windows) if past_end else self._inside
         i = max(0, bisect_left(self._before, w) - 1)
-        while i < len(self._windows):
+        while i < last:
             lo, hi = self._windows[i]
             rest = w - self._before[i]
             if rest <= hi - lo:
@@ -121,7 +132,12 @@ class Calendar:
             i += 1
         return None
 
-    def after_working(self, t: float, seconds: float) -> float | None:
-        """The time ``seconds`` of working time after ``t`` (None: after the last working
-        day's end)."""
-        return self.from_working(self.working_seconds(0.0, t) + seconds)
+    def after_working(self, t: float, seconds: float) -> float:
+        """The time ``seconds`` of working time after ``t``, working days going on past the
+        last one (beyond :attr:`DRAIN_DAYS` more: in calendar time)."""
+        w = self.working_seconds(0.0, t) + seconds
+        at = self.from_working(w, past_end=True)
+        if at is None:
+            lo, hi = self._windows[-1]
+            return hi + (w - self._before[-1] - (hi - lo))
+        return at

@@ -94,7 +94,7 @@ class SimulationKernel(EpisodeKernel):
         self.policies, self.make_person = policies, person
         self.agent_names, self.roles = agent_names, roles
         self.resume_state = resume or Resume()
-        self.horizon = self.cal.end_s + drain_hours * 3600
+        self.horizon = self.cal.after_working(self.cal.end_s, drain_hours * 3600)
         self._log = EventLog()
         self._unsaved: list[tuple[Any, ...]] = []
         self._hash = hashlib.sha256()
@@ -297,6 +297,9 @@ class SimulationKernel(EpisodeKernel):
             live = self.live.get(str(d.payload.get("key")))
             if live is None or live.end is not None:
                 return  # (over already: nothing to record)
+            if live.deadline > self.clock.now:  # (working time left: looked at again then)
+                self.clock.schedule(live.deadline, d, priority=2)
+                return
         if d.kind in ("message", "notify") and d.to in self.actors:
             self._on_message(d)
         await super()._deliver(d)
@@ -457,9 +460,18 @@ class SimulationKernel(EpisodeKernel):
         self.submit(live.task.user.person, SEAT_PREFIX + seat_id, "task", {
             **live.task.opening(me), "tools": task_toolset(live.task, seat.tools),
             "arrival": live.arrival.key}, 0.0)
-        self.clock.schedule(self.clock.now + live.task.limits.max_sim_minutes * 60,
-                            _Delivery("kernel", "kernel", "deadline",
-                                      {"key": live.arrival.key}), priority=2)
+        limit = live.task.limits.max_sim_minutes * 60
+        live.deadline = self.deadline(limit)
+        # first looked at after the limit in calendar time (never later than in working time),
+        # then moved on to the working-time deadline while the arrival is still open
+        self.clock.schedule(self.clock.now + limit, _Delivery(
+            "kernel", "kernel", "deadline", {"key": live.arrival.key}), priority=2)
+
+    def deadline(self, limit_s: float) -> float:
+        """When an arrival taken up now reaches its time limit: ``limit_s`` seconds of working
+        time from now (a request taken up at 16:30 with ten hours goes on the next day, also
+        past the last day of the clock)."""
+        return self.cal.after_working(self.clock.now, limit_s)
 
     def _note_backlog(self) -> None:
         n = len(self.live)

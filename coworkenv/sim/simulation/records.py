@@ -39,6 +39,8 @@ class Live:
     role: str = "student"
     mailbox: list[Envelope] = field(default_factory=list)
     """What reached its seat for it before the seat took it up (its agent gets them then)."""
+    deadline: float = 0.0
+    """When its time limit is reached (counted in working time from when it was taken up)."""
 
 
 @dataclass(slots=True)
