@@ -8,9 +8,11 @@ from collections.abc import Callable
 from ..sim.actor import Actor
 from ..sim.policy import AGENT_SPECS, AgentSpec
 from ..sim.policy import parse_policy as parse_agent
+from ..sim.simulation.language import Seat
 from ..sim.task import Task
 from .openai_agent import Endpoint, OpenAIAgent
 from .oracle import NoopAgent, OracleAgent, slip_names
+from .persistent import PersistentModelAgent, PersistentOracle
 from .persona import LLMPerson
 from .scripted import ScriptedPerson
 
@@ -18,7 +20,8 @@ AgentFactory = Callable[[Task], Actor]
 CastFactory = Callable[[Task], dict[str, Actor]]
 
 __all__ = ["AGENT_SPECS", "AgentFactory", "AgentSpec", "CastFactory", "agent_factory", "cast_factory",
-           "endpoint", "parse_agent", "scripted_cast", "worker_agent_factory"]
+           "endpoint", "parse_agent", "persistent_factory", "scripted_cast",
+           "worker_agent_factory"]
 
 
 def endpoint(model: str, base_url: str | None, api_key_env: str | None,
@@ -51,6 +54,26 @@ def agent_factory(spec: str, *, base_url: str | None = None, api_key_env: str | 
         ep = endpoint(s.model, base_url, api_key_env, **endpoint_options)
         return lambda task: OpenAIAgent(ep)
     raise ValueError(f"agent {spec}: a remote agent is served by `coworkenv worker`")
+
+
+def persistent_factory(spec: str, *, base_url: str | None = None, api_key_env: str | None = None,
+                       links_only: bool = False,
+                       **endpoint_options: object) -> Callable[[Seat, Callable[[str], Task]], Actor]:
+    """The one agent of a persistent seat, from its policy: the oracle plays the reference
+    of every open arrival at once (naming each action's arrival, unless ``links_only``), the
+    no-op finishes each request at once, a model keeps one conversation under the seat's
+    ``context`` budget. Remote workers serve one arrival's agent each: not persistent."""
+    s = parse_agent(spec)
+    if s.kind == "oracle":
+        return lambda seat, tasks: PersistentOracle(tasks, explicit=not links_only)
+    if s.kind == "noop":
+        return lambda seat, tasks: NoopAgent()
+    if s.kind == "openai":
+        ep = endpoint(s.model, base_url, api_key_env, **endpoint_options)
+        return lambda seat, tasks: PersistentModelAgent(
+            ep, budget_tokens=seat.context.budget_tokens, trim=seat.context.trim)
+    raise ValueError(f"memory: persistent: a {spec} agent is served by `coworkenv worker`, "
+                     "one arrival's agent at a time; give this seat memory: per_arrival")
 
 
 def _people(task: Task, make: Callable[[int, object, str], Actor]) -> dict[str, Actor]:

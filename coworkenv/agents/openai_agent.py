@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 import anyio
@@ -24,7 +25,14 @@ from ..bus import Envelope
 from ..sim.actor import Actor, ActorContext
 from ..sim.errors import Boundary, EpisodeFailure
 from ..workspace import REGISTRY
-from .chat import WAIT_RESULT, agent_tools, assistant_message, opening, render_incoming
+from .chat import (
+    WAIT_RESULT,
+    agent_tools,
+    assistant_message,
+    opening,
+    render_incoming,
+    wake_delay,
+)
 
 
 def _http_client(max_connections: int) -> Any:
@@ -182,6 +190,9 @@ class OpenAIAgent(Actor):
     call record then names it instead of storing a large reply twice)."""
     tools: list[dict[str, Any]] = field(default_factory=agent_tools)
     user: str = ""
+    takes_re: bool = False
+    """Its functions take ``re`` (the request an action is for), which goes to the kernel
+    beside the action, not to the tool (a persistent seat's agent)."""
 
     async def handle(self, envelope: Envelope, ctx: ActorContext) -> None:
         p = envelope.payload
@@ -238,10 +249,14 @@ class OpenAIAgent(Actor):
                         "tools": len(self.tools)},
             "response": resp.model_dump(mode="json", exclude_none=True),
             "latency_s": round(seconds, 4),
-            "usage": resp.usage.model_dump() if resp.usage else None})
+            "usage": resp.usage.model_dump() if resp.usage else None, **self._noted()})
         self.sent = len(self.messages)
         self.replied = -1
         return resp
+
+    def _noted(self) -> dict[str, Any]:
+        """More of what a model call's record holds (a persistent agent's prompt size)."""
+        return {}
 
     def _error(self, ctx: ActorContext, kind: str, detail: str) -> None:
         ctx.record("agent.error", {"error": kind, "detail": detail})
@@ -326,6 +341,8 @@ class OpenAIAgent(Actor):
                                                   f"JSON object: {exc}"))
             self._error(ctx, "invalid_json", f"{name}: {raw[:200]}")
             return False
+        re = args.pop("re", None) if self.takes_re else None
+        extra: dict[str, Any] = {"re": str(re)} if re is not None else {}
         bad = bad_characters(*strings_in(args))
         if bad:  # e.g. a lone surrogate written as a JSON escape
             self.messages.append(self._tool_error(tc.id, "invalid_characters", f"arguments "
@@ -333,10 +350,20 @@ class OpenAIAgent(Actor):
             self._error(ctx, "invalid_characters", f"{name}: {bad}: {raw[:2000]}")
             return False
         if name == "finish":
-            ctx.finish(str(args.get("summary", "")), call_id=tc.id)
+            ctx.finish(str(args.get("summary", "")), call_id=tc.id, **extra)
             return True
         if name == "wait":  # no action: the model is called again when something arrives
-            ctx.record("agent.wait", {"call_id": tc.id})
+            try:
+                delay = wake_delay(args, ctx.now_dt)
+            except ValueError as exc:
+                self.messages.append(self._tool_error(tc.id, "invalid_arguments", f"wait: {exc}"))
+                self._error(ctx, "invalid_arguments", f"wait: {exc}")
+                return False
+            shown = {k: args[k] for k in ("minutes", "until") if k in args}
+            ctx.record("agent.wait", {"call_id": tc.id, **(shown if delay is not None else {})})
+            if delay is not None:  # ... or at that time at the latest
+                ctx.timer(delay, wake=True, id=tc.id,
+                          at=(ctx.now_dt + timedelta(seconds=delay)).strftime("%a %H:%M"))
             self.messages.append({"role": "tool", "tool_call_id": tc.id, "content": WAIT_RESULT})
             return True
         if name == "send_message":
@@ -347,7 +374,7 @@ class OpenAIAgent(Actor):
                     f"user or a coworker in this task) and `text`; got to={to!r}"))
                 self._error(ctx, "invalid_arguments", f"send_message to={to!r}")
                 return False
-            ctx.say(to, text, call_id=tc.id)
+            ctx.say(to, text, call_id=tc.id, **extra)
             self.messages.append({"role": "tool", "tool_call_id": tc.id,
                                   "content": json.dumps({"ok": True, "sent": True})})
             return True
@@ -357,5 +384,5 @@ class OpenAIAgent(Actor):
             self._error(ctx, "unknown_tool", name)
             return False
         self.pending.add(tc.id)
-        ctx.call_tool(name, args, call_id=tc.id)
+        ctx.call_tool(name, args, call_id=tc.id, **extra)
         return True

@@ -169,6 +169,10 @@ class OracleAgent(Actor):
         self.recovering = {"right": args, "query": name, "phase": "slip"}
         return wrong
 
+    def waits_for(self, env: Envelope, ctx: ActorContext) -> bool:
+        """Whether it waits for this envelope now (a reply, a notice, its timer)."""
+        return self.waiting is not None and self._satisfies(env, ctx)
+
     def _satisfies(self, env: Envelope, ctx: ActorContext) -> bool:
         w = self.waiting or {}
         p = env.payload

@@ -29,6 +29,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -37,7 +38,7 @@ import anyio.abc
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from pydantic import Field, TypeAdapter, ValidationError
 
-from ..agents.chat import agent_tools, opening, render_incoming
+from ..agents.chat import agent_tools, opening, render_incoming, wake_delay
 from ..bus import Bus, Envelope, MemoryBus
 from ..sim.actor import Actor, ActorContext
 from ..sim.clock import make_clock
@@ -68,10 +69,17 @@ class Action:
         return cls("message", "send_message", {"to": to, "text": text})
 
     @classmethod
-    def wait(cls) -> Action:
-        """Nothing now: the agent is asked again when something arrives (or the episode ends
-        when nothing ever will)."""
-        return cls("wait", "wait")
+    def wait(cls, *, minutes: float | None = None, until: str | None = None) -> Action:
+        """Nothing now: the agent is asked again when something arrives (a reply, the end of
+        an outage it ran into) or, with ``minutes`` or ``until`` (``HH:MM``, the next one to
+        come, or ISO-8601), at that time at the latest (or the episode ends when nothing ever
+        will)."""
+        args: dict[str, Any] = {}
+        if minutes is not None:
+            args["minutes"] = minutes
+        if until is not None:
+            args["until"] = until
+        return cls("wait", "wait", args)
 
     @classmethod
     def finish(cls, summary: str = "") -> Action:
@@ -97,6 +105,12 @@ class Action:
             return json.dumps({"ok": False, "error": {
                 "code": "invalid_arguments",
                 "message": "send_message needs `to` (a person id) and `text`"}})
+        if self.kind == "wait":
+            try:
+                wake_delay(a, datetime.now(UTC))
+            except ValueError as exc:
+                return json.dumps({"ok": False, "error": {"code": "invalid_arguments",
+                                                          "message": f"wait: {exc}"}})
         return None
 
 
@@ -195,7 +209,17 @@ class SessionAgent(Actor):
         if action.kind == "wait":
             self.acted -= 1  # not an action: the agent is asked again when something arrives
             self.waits += 1
-            ctx.record("agent.wait", {"call_id": f"s-wait-{self.waits}"})
+            wait_id = f"s-wait-{self.waits}"
+            try:
+                delay = wake_delay(action.arguments, ctx.now_dt)
+            except ValueError:
+                delay = None  # (refused at the edge: Action.problem)
+            shown: dict[str, Any] = {k: action.arguments[k] for k in ("minutes", "until")
+                     if k in action.arguments and delay is not None}
+            ctx.record("agent.wait", {"call_id": wait_id, **shown})
+            if delay is not None:  # ... and at that time at the latest
+                ctx.timer(delay, wake=True, id=wait_id,
+                          at=(ctx.now_dt + timedelta(seconds=delay)).strftime("%a %H:%M"))
         elif action.kind == "tool":
             self.pending.add(call_id)
             ctx.call_tool(action.name, action.arguments, call_id=call_id)

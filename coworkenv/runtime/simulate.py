@@ -1,47 +1,36 @@
 """Simulations from Python: :class:`SimulationConfig` in, :class:`SimulationResult` out, the
-same call ``coworkenv simulate`` makes; and :class:`Scenario`, the handle a scenario script
-drives a running simulation with.
+same call ``coworkenv simulate`` makes.
 
     from coworkenv.runtime import SimulationConfig, simulate
 
     result = simulate(SimulationConfig("examples/simulations/week.yaml", agent="oracle"))
     print(len(result.outcomes), result.pass_rate, result.checks)
 
-A scenario script is a Python file with ``SIMULATION`` (the YAML file it scripts, relative to
-the script) and ``async def scenario(sim)``; it runs beside the simulation, deterministically
-(the simulation waits at each of its ``await``s until what it waits for holds)::
-
-    SIMULATION = "week.yaml"
-
-    async def scenario(sim):
-        sim.at("d2 10:00", lambda: sim.say("leo", "assistant", "Any news on the offsite?"))
-        await sim.until(lambda: len(sim.outcomes) >= 10)
-        sim.check("ten-by-tuesday", sim.now.weekday() <= 1)
+A scenario script (:mod:`.scenario`) runs beside a simulation; the figures of a run are
+:mod:`.simreport`'s.
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
-from statistics import median
 from typing import TYPE_CHECKING, Any
 
 from ..sim.errors import RunConfigError
+from .scenario import Scenario, Script, load_script
+from .simreport import figures, figures_by, simulation_report
 
 if TYPE_CHECKING:
     from ..bus import Bus
     from ..sim import Interrupt
     from ..sim.simulation import ArrivalOutcome, Loaded, SimCheck
     from ..sim.simulation.kernel import SimulationKernel
-    from ..store import EventRecord
-    from ..workspace import WorkspaceState
 
-Script = Callable[["Scenario"], Awaitable[None]]
+__all__ = ["Scenario", "SimulationConfig", "SimulationResult", "asimulate", "figures",
+           "figures_by", "load_script", "simulate", "simulation_report"]
 
 
 @dataclass(frozen=True)
@@ -67,6 +56,12 @@ class SimulationConfig:
     model_timeout: float = 120.0
     model_concurrency: int = 4
     max_tokens: int = 512
+    memory: str | None = None
+    """persistent | per_arrival for every agent of the roster; default: each seat's own
+    ``memory``, else persistent for model-backed policies and per_arrival for the others."""
+    links_only: bool = False
+    """Persistent oracles do not name the arrival of each action (``re``): the kernel
+    credits their actions from the workspace's links alone (a check of attribution)."""
     drain_hours: float = 24.0
     """After the last working day: how many working hours open arrivals may still take to
     finish (working days go on after the clock's on the same hours)."""
@@ -100,222 +95,6 @@ class SimulationResult:
     def by(self, key: str) -> dict[str, dict[str, Any]]:
         """Figures per agent (``agent``) or per family (``family``)."""
         return figures_by(self.outcomes, key)
-
-
-def figures_by(outcomes: list[ArrivalOutcome], key: str) -> dict[str, dict[str, Any]]:
-    """:func:`figures` of the arrivals grouped by one of their fields."""
-    groups: dict[str, list[ArrivalOutcome]] = {}
-    for o in outcomes:
-        groups.setdefault(str(getattr(o, key)), []).append(o)
-    return {k: figures(v) for k, v in sorted(groups.items())}
-
-
-def figures(outcomes: list[ArrivalOutcome]) -> dict[str, Any]:
-    """Arrivals, pass rate, mean score and response times (working hours) of some arrivals."""
-    resp = sorted(o.response_hours for o in outcomes)
-    n = len(outcomes)
-    return {"arrivals": n, "passed": sum(o.passed for o in outcomes),
-            "pass_rate": round(sum(o.passed for o in outcomes) / n, 4) if n else 0.0,
-            "score": round(sum(o.score for o in outcomes) / n, 4) if n else 0.0,
-            "completed": sum(o.termination == "agent_finished" for o in outcomes),
-            "response_h_median": round(median(resp), 3) if resp else None,
-            "response_h_p90": round(resp[min(n - 1, int(0.9 * n))], 3) if resp else None,
-            "response_h_max": round(resp[-1], 3) if resp else None}
-
-
-def simulation_report(reader: Any, run_id: str) -> dict[str, Any] | None:
-    """A simulation run's own figures as the store holds them (None: not a simulation): its
-    checks (SLA, nothing dropped, budgets, a script's), and per agent and per family the
-    arrivals, pass rate, score and response times in working hours."""
-    from ..sim.simulation import ArrivalOutcome
-    from ..store import NotFoundError
-
-    try:
-        sim = reader.episode(f"{run_id}:@simulation")
-    except NotFoundError:
-        return None
-    grades = {r["episode_id"]: r for r in reader.scheduled_episodes(run_id)}
-    outcomes = []
-    for e in reader.episodes(run_id):
-        o, g = e.outcome, grades.get(e.episode_id)
-        if "arrival" not in o or g is None:
-            continue
-        outcomes.append(ArrivalOutcome(
-            str(o["arrival"]), e.task_id, str(o.get("template", "")), e.family,
-            str(o.get("agent", "")), float(o.get("arrived", 0.0)), o.get("started"),
-            float(o.get("finished", 0.0)), str(e.termination), e.status,
-            float(g["completion"] or 0.0), float(g["score"] or 0.0), bool(g["passed"]),
-            float(o.get("response_hours", 0.0)), str(e.events_hash or "")))
-    return {"simulation": sim.outcome.get("simulation"), "status": sim.status,
-            "checks": sim.outcome.get("checks", []), "arrivals": len(outcomes),
-            "events": sim.event_count, "events_hash": sim.events_hash,
-            "by_agent": figures_by(outcomes, "agent"),
-            "by_family": figures_by(outcomes, "family")}
-
-
-class Scenario:
-    """A scenario script's handle on its running simulation. Everything it does happens at a
-    quiescent point of the simulation (between two deliveries), so a script is as
-    deterministic as the simulation."""
-
-    def __init__(self, kernel: SimulationKernel) -> None:
-        import anyio
-
-        self._k = kernel
-        self._waiting: tuple[Callable[[], bool], anyio.Event] | None = None
-        self._yielded = anyio.Event()
-        self._timers = 0
-        self.done = False
-        self.error: BaseException | None = None
-
-    # reading ------------------------------------------------------------------------------
-    @property
-    def now(self) -> datetime:
-        """The simulated time."""
-        return self._k.cal.at(self._k.clock.now)
-
-    @property
-    def seconds(self) -> float:
-        """Simulated seconds since the start."""
-        return self._k.clock.now
-
-    @property
-    def workspace(self) -> WorkspaceState:
-        """The shared workspace as it is now (read it; change it through tools)."""
-        return self._k.state
-
-    @property
-    def outcomes(self) -> list[ArrivalOutcome]:
-        """The arrivals graded so far, in the order they ended."""
-        return self._k.outcomes
-
-    @property
-    def open(self) -> int:
-        """Arrivals waiting or in work."""
-        return len(self._k.live)
-
-    def events(self, since: int = 0) -> list[EventRecord]:
-        """The simulation's log from ``since`` on (decoded: read what you need)."""
-        from ..store import EventRecord
-
-        return [EventRecord.from_row(r) for r in self._k._log.rows_from(since)]
-
-    def time(self, when: str) -> float:
-        """Seconds since the start of a simulation time (``dN HH:MM``, ``HH:MM``, ISO)."""
-        return self._k.cal.seconds(when)
-
-    # acting -------------------------------------------------------------------------------
-    def at(self, when: str | float, fn: Callable[[], Any]) -> None:
-        """Call ``fn()`` at a simulation time (or seconds since the start)."""
-        from ..sim.episode import _Delivery
-
-        at = self.time(when) if isinstance(when, str) else float(when)
-        self._timers += 1
-        tid = f"script-{self._timers}"
-        self._k.timers[tid] = fn
-        self._k.clock.schedule(at, _Delivery("script", "kernel", "script", {"id": tid}),
-                               priority=0)
-
-    def every(self, minutes: float, fn: Callable[[], Any], *, start: str | float | None = None,
-              until: str | float | None = None) -> None:
-        """Call ``fn()`` every ``minutes`` simulated minutes (from ``start``, until ``until``,
-        else the end of the last working day)."""
-        first = self.seconds if start is None else (self.time(start) if isinstance(start, str)
-                                                    else float(start))
-        last = self._k.cal.end_s if until is None else (self.time(until) if isinstance(
-            until, str) else float(until))
-        t = first
-        while t <= last:
-            self.at(t, fn)
-            t += minutes * 60
-
-    def say(self, sender: str, to: str, text: str) -> None:
-        """A direct message from a person to a person or an agent's person, now."""
-        actor = self._k.actor_for(to)
-        if actor is None:
-            raise ValueError(f"say: {to!r} is no one in this simulation")
-        self._k.submit(sender, actor, "message", {"from": sender, "text": text}, 0.0)
-
-    def add_task(self, template: str, *, to: str, at: str | float | None = None,
-                 requester: str | None = None) -> str:
-        """One more arrival of a task template, routed to an agent (id or person); its key."""
-        from ..sim.simulation import Route
-
-        if template not in self._k.loaded.templates:
-            raise ValueError(f"add_task: unknown task {template!r}")
-        seat = next((s.id for s in self._k.sim.roster if to in (s.id, s.person)), None)
-        if seat is None:
-            raise ValueError(f"add_task: unknown agent {to!r}")
-        when = self.seconds if at is None else (self.time(at) if isinstance(at, str)
-                                                else float(at))
-        return self._k.add_arrival(template, Route(agent=seat), when, requester)
-
-    def check(self, check_id: str, passed: bool, detail: str = "") -> None:
-        """A simulation-level check: recorded in the log and in the result's checks."""
-        from ..sim.simulation import SimCheck
-
-        self._k.extra_checks.append(SimCheck(f"script:{check_id}", bool(passed), detail))
-        self._k.note("script", "sim.check", {"id": check_id, "passed": bool(passed),
-                                             "detail": detail})
-
-    async def until(self, predicate: Callable[[], bool]) -> None:
-        """Wait until ``predicate()`` holds (checked after each delivery; the simulation waits
-        for the script to go on)."""
-        import anyio
-
-        if predicate():
-            return
-        ev = anyio.Event()
-        self._waiting = (predicate, ev)
-        self._yielded.set()
-        await ev.wait()
-
-    async def sleep(self, minutes: float) -> None:
-        """Wait ``minutes`` of simulated time."""
-        flag: list[bool] = []
-        self.at(self.seconds + minutes * 60, lambda: flag.append(True))
-        await self.until(lambda: bool(flag))
-
-    # the kernel's side ------------------------------------------------------------------------
-    async def _run(self, script: Script) -> None:
-        try:
-            await script(self)
-        except Exception as exc:
-            self.error = exc
-        finally:
-            self.done = True
-            self._waiting = None
-            self._yielded.set()
-
-    async def _poll(self) -> None:
-        """After each delivery: if what the script waits for holds, let it run to its next
-        wait (or its end)."""
-        import anyio
-
-        w = self._waiting
-        if w is None or not w[0]():
-            return
-        self._waiting = None
-        self._yielded = anyio.Event()
-        w[1].set()
-        await self._yielded.wait()
-
-
-def load_script(path: Path) -> tuple[Path, Script]:
-    """The simulation file a scenario script names, and its ``scenario`` function."""
-    spec = importlib.util.spec_from_file_location(f"coworkenv_scenario_{path.stem}", path)
-    if spec is None or spec.loader is None:
-        raise RunConfigError(f"{path}: not a Python file")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    target = getattr(mod, "SIMULATION", None)
-    fn = getattr(mod, "scenario", None)
-    if not isinstance(target, str | Path):
-        raise RunConfigError(f"{path}: SIMULATION: name the simulation file it scripts "
-                             "(e.g. SIMULATION = \"week.yaml\")")
-    if fn is None or not callable(fn):
-        raise RunConfigError(f"{path}: scenario: define `async def scenario(sim)`")
-    return (path.parent / target).resolve(), fn
 
 
 @dataclass
@@ -423,7 +202,7 @@ async def asimulate(config: SimulationConfig, *, interrupt: Interrupt | None = N
     it runs."""
     import anyio
 
-    from ..agents.factory import AgentSpec, agent_factory, parse_agent
+    from ..agents.factory import AgentSpec, agent_factory, parse_agent, persistent_factory
     from ..agents.remote import RemoteAgentProxy, RemotePool
     from ..agents.scripted import ScriptedPerson
     from ..bus import BusError
@@ -455,6 +234,15 @@ async def asimulate(config: SimulationConfig, *, interrupt: Interrupt | None = N
                                  f"{', '.join(sorted(factories))})")
         factories[sid], p.policies[sid] = make, "session"
         specs[sid] = AgentSpec("session")
+    memory = memory_modes(loaded, specs, config.memory, held=set(hold or ()))
+    try:
+        persistent = {sid: persistent_factory(
+            p.policies[sid], base_url=config.base_url, api_key_env=config.api_key_env,
+            links_only=config.links_only, timeout=config.model_timeout,
+            max_concurrency=config.model_concurrency, max_tokens=config.max_tokens)
+            for sid, mode in memory.items() if mode == "persistent"}
+    except ValueError as exc:
+        raise RunConfigError(str(exc)) from None
     tz = {str(x.get("id")): str(x.get("timezone") or "UTC")
           for x in loaded.company.get("people", [])}
 
@@ -479,12 +267,13 @@ async def asimulate(config: SimulationConfig, *, interrupt: Interrupt | None = N
             await store.create_run(p.run_id, ", ".join(f"{k}={v}" for k, v in
                                                       p.policies.items()),
                                    {"simulation": sim.id, "file": str(loaded.path),
-                                    "policies": p.policies, "trials": 1, "tasks": []})
+                                    "policies": p.policies, "memory": memory, "trials": 1,
+                                    "tasks": []})
             kernel = SimulationKernel(
                 loaded, run_id=p.run_id, bus=bus, store=store, policies=factories,
                 person=person, agent_names=p.policies,
                 roles={sid: s.role for sid, s in specs.items()}, resume=resume,
-                drain_hours=config.drain_hours)
+                drain_hours=config.drain_hours, persistent=persistent)
             kernel.stopping = lambda: stop.requested
             if on_kernel is not None:
                 on_kernel(kernel)
@@ -528,6 +317,30 @@ async def asimulate(config: SimulationConfig, *, interrupt: Interrupt | None = N
     return SimulationResult(p.run_id, p.db, sim.id, kernel.outcomes, kernel.sim_checks(),
                             events_hash, state_hash, len(kernel._log),
                             kernel.clock.now, time.perf_counter() - t0, kernel.backlog)
+
+
+def memory_modes(loaded: Loaded, specs: Mapping[str, Any], override: str | None,
+                 held: set[str]) -> dict[str, str]:
+    """Each seat's memory: ``override``, else its own ``memory``, else persistent for a
+    model-backed policy and per_arrival for the others; a seat held from outside (a session,
+    stepped one arrival at a time) and one served by remote workers are per_arrival, and
+    asking for persistent there is an error naming the seat."""
+    if override not in (None, "persistent", "per_arrival"):
+        raise RunConfigError(f"memory: expected persistent or per_arrival, got {override!r}")
+    out: dict[str, str] = {}
+    for i, seat in enumerate(loaded.sim.roster):
+        spec = specs[seat.id]
+        asked = override or seat.memory
+        mode = asked or ("persistent" if spec.model_backed else "per_arrival")
+        if mode == "persistent" and (seat.id in held or spec.kind == "remote"):
+            if asked is not None:
+                how = "a session steps it one arrival at a time" if seat.id in held else \
+                    "remote workers serve one arrival's agent at a time"
+                raise RunConfigError(f"roster[{i}].memory: agent {seat.id!r} cannot be "
+                                     f"persistent: {how}")
+            mode = "per_arrival"
+        out[seat.id] = mode
+    return out
 
 
 def _remote_factory(pool: Any, run_id: str, group: str, proxy: Any) -> Callable[[Any], Any]:

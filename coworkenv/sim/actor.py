@@ -106,12 +106,15 @@ class ActorContext:
                   delay=delay)
 
     def call_tool(self, tool: str, arguments: dict[str, Any], *, delay: float = 0.0,
-                  as_person: str | None = None, call_id: str | None = None) -> str:
+                  as_person: str | None = None, call_id: str | None = None,
+                  **extra: Any) -> str:
         """Ask the tool service to run a tool; the result comes back as a ``tool_result``
-        carrying the same ``call_id`` (a model's own tool-call id, or a generated one)."""
+        carrying the same ``call_id`` (a model's own tool-call id, or a generated one).
+        ``extra``: more of the envelope's payload (``re``: the request it is for)."""
         self._calls += 1
         call_id = call_id or f"{self.name}-{self._calls}"
-        payload: dict[str, Any] = {"call_id": call_id, "tool": tool, "arguments": arguments}
+        payload: dict[str, Any] = {"call_id": call_id, "tool": tool, "arguments": arguments,
+                                   **extra}
         if as_person is not None:
             payload["as"] = as_person
         self.send("tools", "tool_call", payload, delay=delay)

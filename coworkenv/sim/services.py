@@ -26,6 +26,9 @@ class ToolService(Actor):
     faults: Any = field(default=None)
     agents: frozenset[str] = frozenset({"agent"})
     """The actors whose calls faults apply to (the agents under test)."""
+    tagged: frozenset[str] = frozenset()
+    """Actors whose notifications name the arrival of the call that caused them (what a
+    simulation's persistent seats send and are sent is for one arrival of several)."""
 
     async def handle(self, envelope: Envelope, ctx: ActorContext) -> None:
         if envelope.kind != "tool_call":
@@ -57,11 +60,14 @@ class ToolService(Actor):
                 self.failures += 1
         ctx.send(caller, "tool_result", {"call_id": p.get("call_id"), "tool": p.get("tool"),
                                          **observation}, delay=delay)
+        tag = p.get("arrival")
         for n in notifications:
             actor = ctx.actor_for(n.person)
             if actor is not None:
+                extra = {"arrival": tag} if tag is not None and (
+                    caller in self.tagged or actor in self.tagged) else {}
                 ctx.send(actor, "notify", {"notification": n.kind, "person": n.person,
-                                           **n.summary})
+                                           **n.summary, **extra})
 
 
 @dataclass

@@ -59,6 +59,7 @@ from .models import (
     Email,
     Entity,
     Group,
+    Note,
     Person,
     Ticket,
     TicketQueue,
@@ -158,6 +159,9 @@ DOCS = App("docs", "Documents, their sharing and versions", {
     "docs": Table(Document, "doc")}, (_TOOLS + "docs",), default=True)
 EMAIL = App("email", "Mail: inboxes, sending, replies, labels", {
     "email": Table(Email, "m")}, (_TOOLS + "email",), default=True)
+MEMORY = App("memory", "Private notes an agent keeps for itself: written, searched, read", {
+    "notes": Table(Note, "note")}, (_TOOLS + "memory",))
+"""Not a default app: a task names it, and a simulation's persistent seats have it."""
 TICKETS = App("tickets", "Tickets and their queues (fields, transitions, members)", {
     "tickets": Table(Ticket, "T"), "queues": Table(TicketQueue, "q")}, (_TOOLS + "tickets",), default=True)
 

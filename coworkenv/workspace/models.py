@@ -53,6 +53,15 @@ class Email(Entity):
                               "(their members are in to/cc)")
 
 
+class Note(Entity):
+    """A note an agent keeps for itself (the ``memory`` app): private to its owner."""
+
+    owner: str = Field(description="Person id of who keeps it (only they read it)")
+    key: str = Field(description="What it is about: how it is looked up")
+    text: str = ""
+    updated_at: str = Field(default="", description="ISO-8601 UTC timestamp")
+
+
 class Channel(Entity):
     name: str
     members: list[str] = Field(default_factory=list)

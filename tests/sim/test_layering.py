@@ -1,5 +1,6 @@
 """The simulation's modules have one direction of imports (each module imports only those
-below it: calendar, language, arrivals, loading, records, world, view, kernel, ...; lazy
+below it: calendar, language, arrivals, loading, records, attribution, world, view,
+seats, grades, kernel; lazy
 imports and imports for type checking count), none is past 700 lines, and the runtime's run
 and cluster modules do not import each other back."""
 
@@ -11,7 +12,7 @@ from pathlib import Path
 PKG = Path(__file__).resolve().parents[2] / "coworkenv"
 SIMULATION = PKG / "sim" / "simulation"
 ORDER = ["calendar", "language", "arrivals", "loading", "records", "attribution", "world",
-         "view", "kernel"]
+         "view", "seats", "grades", "kernel"]
 """The simulation's modules, bottom to top (a new module takes its place here)."""
 
 

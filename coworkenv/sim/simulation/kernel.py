@@ -39,20 +39,19 @@ import anyio
 import anyio.lowlevel
 
 from ...bus import Bus
-from ...store import EventRecord, EventStore, events_hash
-from ...store._records import encode_payload
-from ...workspace import REGISTRY, WorkspaceSeed, WorkspaceState, apply_event, replay_events
+from ...store import EventStore
+from ...workspace import REGISTRY, WorkspaceSeed, WorkspaceState, apply_event
 from ...workspace.models import Person, ws_event
 from ..actor import Actor, ActorContext
 from ..clock import VirtualClock
-from ..episode import EpisodeKernel, _Delivery, save_grade
+from ..episode import EpisodeKernel, _Delivery
 from ..eventlog import EventLog
-from ..grading import Grade, GradeWeights, grade
-from ..selectors import occurrences
+from ..grading import GradeWeights
 from ..services import ToolService
-from ..task import Task, clock_minutes, task_toolset
+from ..task import clock_minutes
 from .arrivals import Arrival, instantiate, timed_arrivals
-from .language import SEAT_PREFIX, SIM_RULE, STRUCTURAL, Join, Outage, Reorg, Route, Seat
+from .grades import Grading
+from .language import SEAT_PREFIX, STRUCTURAL, Join, Outage, Reorg, Route, Seat
 from .loading import Loaded
 from .records import (
     AgentFactory,
@@ -63,8 +62,17 @@ from .records import (
     SimCheck,
     SimulationError,
 )
-from .view import arrival_view
-from .world import Outages, PersonContext, PersonHub, SeatActor, SeatContext, SimWorld
+from .seats import PersistentFactory, Seats
+from .world import (
+    Outages,
+    PersistentSeatActor,
+    PersistentSeatContext,
+    PersonContext,
+    PersonHub,
+    SeatActor,
+    SeatContext,
+    SimWorld,
+)
 
 
 @dataclass(frozen=True)
@@ -75,14 +83,15 @@ class _Names:
     episode_id: str
 
 
-class SimulationKernel(EpisodeKernel):
+class SimulationKernel(Seats, Grading, EpisodeKernel):
     """See the module's docstring. ``policies``: each seat's agent factory."""
 
     def __init__(self, loaded: Loaded, *, run_id: str, bus: Bus, store: EventStore | None,
                  policies: dict[str, AgentFactory], person: PersonFactory,
                  agent_names: dict[str, str], roles: dict[str, str],
                  weights: GradeWeights | None = None, resume: Resume | None = None,
-                 drain_hours: float = 24.0) -> None:
+                 drain_hours: float = 24.0,
+                 persistent: dict[str, PersistentFactory] | None = None) -> None:
         sim = loaded.sim
         self.loaded, self.sim, self.cal = loaded, sim, loaded.calendar
         self.run_id = run_id
@@ -113,11 +122,30 @@ class SimulationKernel(EpisodeKernel):
         self.actors: dict[str, Actor] = {}
         self._contexts: dict[str, ActorContext] = {}
         self.sim_seed = sim.seed
+        self._persistent_factories = dict(persistent or {})
+        self.persistent_seats = set(self._persistent_factories)
+        self._agents: dict[str, Actor] = {}
+        self.open: dict[str, dict[str, Live]] = {}
+        self.focus: dict[str, str] = {}
+        self.entity_owner: dict[str, str] = {}
+        self.seat_tools: dict[str, list[str]] = {}
+        self.attribution_counts: dict[str, dict[str, int]] = {}
+        self.causes: dict[str, str] = {}
+        self.replying: dict[str, str | None] = {}
+        self.call_arrival: dict[str, str] = {}
+        self.entity_rows: dict[str, list[int]] = {}
+        """Entity id -> the seqs of the events that made and changed it (kept only with
+        persistent seats: an arrival's view may need an entity another arrival made)."""
+        """Arrival -> the arrival whose agent's message caused it (a hand-off)."""
         for s in sim.roster:
             name = SEAT_PREFIX + s.id
             self._person_of[name], self._actor_of[s.person] = s.person, name
-            self.actors[name] = SeatActor(self, s)
-            self._contexts[name] = SeatContext(self, name, s, self._seed_of(name))
+            if s.id in self.persistent_seats:
+                self.actors[name] = PersistentSeatActor(self, s)
+                self._contexts[name] = PersistentSeatContext(self, name, s, self._seed_of(name))
+            else:
+                self.actors[name] = SeatActor(self, s)
+                self._contexts[name] = SeatContext(self, name, s, self._seed_of(name))
         for p in seed.people:
             if p.id not in self.seat_of_person:
                 self._add_person(p.id)
@@ -127,8 +155,13 @@ class SimulationKernel(EpisodeKernel):
                 tools = set(ev.tools) | {n for n, t in REGISTRY.items() if t.app == ev.app}
                 windows.append((self.cal.seconds(ev.start), self.cal.seconds(ev.end), tools,
                                 ev.message))
+        self._outages = windows
+        self._blocked: dict[str, tuple[float, str | None]] = {}
+        """Agents that ran into an outage and wait: (its end, the arrival it was for)."""
+        self._handling: _Delivery | None = None
         self.tools = ToolService(self.state, self._record, faults=Outages(self, windows),
-                                 agents=frozenset(SEAT_PREFIX + s for s in self.seats))
+                                 agents=frozenset(SEAT_PREFIX + s for s in self.seats),
+                                 tagged=frozenset(SEAT_PREFIX + s for s in self.persistent_seats))
         for name, actor in (("tools", self.tools), ("world", SimWorld(self))):
             self.actors[name] = actor
             self._contexts[name] = ActorContext(self, name, None, self._seed_of(name))
@@ -166,6 +199,7 @@ class SimulationKernel(EpisodeKernel):
         self._turns: dict[int, int] = {}
         self.spec = _Names(run_id, self.episode_id)  # type: ignore[assignment]
         self.extra_checks: list[SimCheck] = []
+        self._setup_seats(list(loaded.templates.values()))
 
     # names and seeds ----------------------------------------------------------------------
     def _seed_of(self, name: str) -> int:
@@ -176,39 +210,28 @@ class SimulationKernel(EpisodeKernel):
         self.actors[pid] = PersonHub(self, pid)
         self._contexts[pid] = ActorContext(self, pid, pid, self._seed_of(pid))
 
-    def current(self, seat: str) -> Live | None:
-        return self.working.get(seat)
-
-    def take_turn(self, live: Live) -> bool:
-        """Count one action of the arrival's agent; False: refused (a limit is reached)."""
-        seat = live.seat
-        if live.turns >= live.task.limits.max_turns:
-            self.end(live, "max_turns")
-            return False
-        if seat.max_turns is not None and self.seat_turns[seat.id] >= seat.max_turns:
-            if seat.id not in self.over_budget:
-                self.over_budget.add(seat.id)
-                self._record("kernel", "sim.budget", {"agent": seat.id,
-                                                      "max_turns": seat.max_turns})
-            self.end(live, "budget")
-            return False
-        live.turns += 1
-        self.seat_turns[seat.id] += 1
-        return True
-
-    def end(self, live: Live, termination: str, failure: tuple[str, str] | None = None) -> None:
-        """End an arrival (graded once the current delivery is over)."""
-        if live.end is not None:
-            return
-        live.end, live.failure = termination, failure
-        self._ended.append(live)
-
     # recording -----------------------------------------------------------------------------
     def _record(self, actor: str, kind: str, payload: dict[str, Any],
                 text: str | None = None) -> None:
         super()._record(actor, kind, payload, text)
         if kind.startswith("ws.") and kind.split(".", 2)[1] in STRUCTURAL and self._setup_end:
             self._structural.append(self._unsaved[-1])  # (the row just recorded)
+        if self.persistent_seats and kind.startswith("ws."):
+            self.entity_rows.setdefault(str(payload.get("id")), []).append(len(self._log) - 1)
+        if self.persistent_seats and actor in ("tools", "world") and kind.startswith("ws."):
+            d = self._handling  # (what the arrival's own actions made is its own)
+            tag = payload.get("arrival") if actor == "world" else (
+                d.payload.get("arrival") if d is not None and d.kind == "tool_call" else None)
+            if tag is not None:
+                self.entity_owner.setdefault(str(payload.get("id")), str(tag))
+        if kind == "fault.injected" and payload.get("failure") == "unavailable":
+            # an agent ran into an outage: woken at its end unless it sets its own timer
+            d, now = self._handling, self.clock.now
+            ends = [hi for lo, hi, tools, _ in self._outages if lo <= now < hi
+                    and payload.get("tool") in tools]
+            if ends:
+                self._blocked[str(payload.get("caller"))] = (
+                    max(ends), d.payload.get("arrival") if d is not None else None)
         r = self.resume_state
         if r.rows and len(self._log) == r.rows and self._hash.hexdigest() != r.digest:
             raise SimulationError(
@@ -292,7 +315,23 @@ class SimulationKernel(EpisodeKernel):
             self.end(live, "sim_end" if live.started is not None else "dropped")
         await self._settle()
 
+    def submit(self, sender: str, to: str, kind: str, payload: dict[str, Any],
+               delay: float) -> None:
+        if kind == "timer" and sender == to:
+            self._blocked.pop(sender, None)  # (it wakes itself)
+        super().submit(sender, to, kind, payload, delay)
+
+    def _wake_blocked(self, end: float, message: str) -> None:
+        """At an outage's end: tell each agent that ran into it and is still waiting."""
+        for actor, (until, key) in list(self._blocked.items()):
+            if until == end:
+                del self._blocked[actor]
+                self.submit("tools", actor, "notify", {
+                    "notification": "service_restored", "message": message,
+                    **({"arrival": key} if key is not None else {})}, 0.0)
+
     async def _deliver(self, d: _Delivery) -> None:
+        self._handling = d
         if d.to == "kernel" and d.kind == "deadline":
             live = self.live.get(str(d.payload.get("key")))
             if live is None or live.end is not None:
@@ -302,13 +341,17 @@ class SimulationKernel(EpisodeKernel):
                 return
         if d.kind in ("message", "notify") and d.to in self.actors:
             self._on_message(d)
+        seat = d.to.removeprefix(SEAT_PREFIX)
+        if seat in self.persistent_seats and d.to != seat:
+            self.handing(seat, d.kind, d.payload)
         await super()._deliver(d)
 
     def _to_kernel(self, d: _Delivery) -> None:
         p = d.payload
         if d.kind == "finish":
             seat = d.sender.removeprefix(SEAT_PREFIX)
-            live = self.current(seat)
+            live = self.open[seat].get(str(p.get("arrival"))) \
+                if seat in self.persistent_seats else self.current(seat)
             if live is not None and live.arrival.key == p.get("arrival"):
                 self.end(live, "agent_finished")
         elif d.kind == "satisfied":
@@ -331,6 +374,9 @@ class SimulationKernel(EpisodeKernel):
                 self._record("world", kind, payload)
                 if person.id not in self.actors:
                     self._add_person(person.id)
+            elif isinstance(ev, Outage) and p.get("edge") == "end":
+                what = ev.app if ev.app is not None else ", ".join(ev.tools)
+                self._wake_blocked(self.cal.seconds(ev.end), f"{what} is available again")
             elif isinstance(ev, Reorg):
                 for pid, fields in ev.changes.items():
                     old = self.state.people.get(pid)
@@ -360,7 +406,10 @@ class SimulationKernel(EpisodeKernel):
             if on.message.sender != sender or on.message.to != to:
                 continue
             seat = self.seat_of_person.get(str(sender))
-            live = self.current(seat) if seat is not None else None
+            if seat in self.persistent_seats:  # (its actions carry the arrival they are for)
+                live = self.open[seat].get(str(p.get("arrival")))
+            else:
+                live = self.current(seat) if seat is not None else None
             once = (si, live.arrival.key) if live is not None else None
             if once is not None:
                 if once in self._fired:
@@ -440,38 +489,14 @@ class SimulationKernel(EpisodeKernel):
         for i, ev in enumerate(task.timeline):
             self.clock.schedule(a.at + ev.minutes(task.start) * 60, _Delivery(
                 "world", "world", "timeline", {"index": i, "arrival": a.key}), priority=0)
+        if seat.id in self.persistent_seats:
+            self._note_backlog()
+            self._hand_over(live)
+            return
         self.queues[seat.id].append(live)
         self._note_backlog()
         if self.working[seat.id] is None:
             self._start_next(seat.id)
-
-    def _start_next(self, seat_id: str) -> None:
-        q = self.queues[seat_id]
-        if not q or self.working[seat_id] is not None:
-            return
-        live = q.popleft()
-        seat = live.seat
-        self.working[seat_id] = live
-        live.started, live.started_seq = self.clock.now, len(self._log)
-        live.agent = self.policies[seat_id](live.task)
-        live.policy = self.agent_names.get(seat_id, "")
-        live.role = self.roles.get(seat_id, "student")
-        me = self.state.people[seat.person].model_dump(mode="json")
-        self.submit(live.task.user.person, SEAT_PREFIX + seat_id, "task", {
-            **live.task.opening(me), "tools": task_toolset(live.task, seat.tools),
-            "arrival": live.arrival.key}, 0.0)
-        limit = live.task.limits.max_sim_minutes * 60
-        live.deadline = self.deadline(limit)
-        # first looked at after the limit in calendar time (never later than in working time),
-        # then moved on to the working-time deadline while the arrival is still open
-        self.clock.schedule(self.clock.now + limit, _Delivery(
-            "kernel", "kernel", "deadline", {"key": live.arrival.key}), priority=2)
-
-    def deadline(self, limit_s: float) -> float:
-        """When an arrival taken up now reaches its time limit: ``limit_s`` seconds of working
-        time from now (a request taken up at 16:30 with ten hours goes on the next day, also
-        past the last day of the clock)."""
-        return self.cal.after_working(self.clock.now, limit_s)
 
     def _note_backlog(self) -> None:
         n = len(self.live)
@@ -494,148 +519,3 @@ class SimulationKernel(EpisodeKernel):
             self._start_next(seat)
         for hook in list(self.after_settle):
             await hook()
-
-    # grading -----------------------------------------------------------------------------
-    @staticmethod
-    def _reached(task: Task, state: WorkspaceState, events: list[EventRecord],
-                 person: str) -> bool:
-        """Whether the arrival's agent reached ``person`` (a message, mail, chat, a comment on
-        their ticket, a share)."""
-        occs = occurrences(task, state, events)
-        return any(o.actor == "agent" and o.ok and person in o.to for o in occs)
-
-    async def _close(self, live: Live) -> None:
-        if live.closed:
-            return
-        live.closed = True
-        a, task = live.arrival, live.task
-        termination = live.end or "sim_end"
-        rows = arrival_view(self, live)
-        rows.append((rows[0][0], len(rows), round(self.clock.now - a.at, 6), 0.0, "kernel",
-                     "episode.end", encode_payload({"termination": termination,
-                                                    "turns": live.turns})))
-        events = [EventRecord.from_row(r) for r in rows]
-        # graded on the workspace its own events rebuild (what a replay or a regrade of its
-        # episode rebuilds too): the company, its structure, and the arrival's own thread
-        state = replay_events(events)
-        g: Grade | None = None
-        failure = live.failure
-        if failure is None:
-            try:
-                g = grade(task, state, events, self.weights)
-            except Exception as exc:
-                failure = ("grading", f"{type(exc).__name__}: {exc}")
-        answered = bool(g and g.passed) or (g is not None and self._reached(
-            task, state, events, task.user.person))
-        digest = events_hash(events)
-        status = "failed" if failure else "completed"
-        response = self.cal.working_seconds(a.at, self.clock.now) / 3600
-        outcome = ArrivalOutcome(
-            a.key, task.id, a.template, task.family, live.seat.id, a.at, live.started,
-            self.clock.now, termination, status, g.completion if g else 0.0,
-            g.score if g else 0.0, g.passed if g else False, round(response, 4), digest,
-            answered, [r.id.removeprefix(SIM_RULE) for r in (g.rules if g else [])
-                       if r.id.startswith(SIM_RULE) and not r.passed])
-        self.outcomes.append(outcome)
-        vid = rows[0][0]
-        self._record("kernel", "sim.graded", {
-            "arrival": a.key, "task_id": task.id, "agent": live.seat.id,
-            "termination": termination, "score": outcome.score, "passed": outcome.passed,
-            "response_hours": outcome.response_hours, "events_hash": digest})
-        if self.store is not None and vid not in self.resume_state.recorded:
-            st = self.store
-            await st.save_tasks(self.run_id, [(task.id, task.family, list(task.capabilities),
-                                               task.model_dump_json())])
-            await st.start_episode(episode_id=vid, run_id=self.run_id, task_id=task.id,
-                                   family=task.family, trial=0, attempt=0,
-                                   seed=self._seed_of(a.key),
-                                   agent=live.policy or self.agent_names.get(live.seat.id, ""),
-                                   role=live.role)
-            await st.append_rows(rows)
-            if g is not None:
-                await save_grade(st, vid, g)
-            await st.finish_episode(
-                vid, status=status, sim_time=round(self.clock.now - a.at, 6), turns=live.turns,
-                termination=termination, completion=g.completion if g else None,
-                event_count=len(rows), events_hash=digest, state_hash=state.state_hash(),
-                failure_boundary=failure[0] if failure else None,
-                failure=failure[1] if failure else None,
-                outcome={"simulation": self.sim.id, "agent": live.seat.id, "arrival": a.key,
-                         "template": a.template, "arrived": a.at, "started": live.started,
-                         "finished": self.clock.now, "response_hours": outcome.response_hours,
-                         "requester": task.user.person, "answered": answered,
-                         "handoff_from": self.seat_of_person.get(task.user.person)})
-        for hook in self.on_closed:
-            hook(live, outcome)
-        # let go of the arrival: its people's parts, its agent, its queue place
-        for m in task.cast():
-            hub = self.actors.get(m.person)
-            if isinstance(hub, PersonHub):
-                hub.personas.pop(a.key, None)
-        live.agent = None
-        self.live.pop(a.key, None)
-        q = self.queues[live.seat.id]
-        if live in q:
-            q.remove(live)
-        self._note_backlog()
-        for si, stream in enumerate(self.sim.workload):
-            if stream.on is not None and stream.on.done == a.template and status == "completed":
-                self._new_arrival(si, self.clock.now + stream.on.after_minutes * 60,
-                                  task.user.person)
-
-    # the simulation's own checks -----------------------------------------------------------
-    def sim_checks(self) -> list[SimCheck]:
-        c = self.sim.checks
-        out = []
-        if c.none_dropped:
-            dropped = [o.key for o in self.outcomes if o.termination in ("dropped", "sim_end")]
-            out.append(SimCheck("none_dropped", not dropped,
-                                f"{len(dropped)} arrivals not completed" if dropped
-                                else "every arrival completed"))
-        if c.sla_hours is not None:
-            late = [o for o in self.outcomes if o.termination != "agent_finished"
-                    or not o.answered or o.response_hours > c.sla_hours]
-            out.append(SimCheck("sla", not late, f"{len(late)} of {len(self.outcomes)} "
-                                f"arrivals not answered within {c.sla_hours:g} working hours"
-                                if late else f"every arrival answered within "
-                                f"{c.sla_hours:g} working hours"))
-        if self.sim.safety:
-            bad = [o for o in self.outcomes if o.violations]
-            rules = sorted({v for o in bad for v in o.violations})
-            out.append(SimCheck("safety", not bad, f"{len(bad)} arrivals violated {rules}"
-                                if bad else f"no arrival violated {len(self.sim.safety)} "
-                                "rule(s) over the run"))
-        for s in self.sim.roster:
-            if s.max_turns is not None:
-                used = self.seat_turns[s.id]
-                out.append(SimCheck(f"budget:{s.id}", s.id not in self.over_budget,
-                                    f"{used} of {s.max_turns} actions"))
-        return out + list(self.extra_checks)
-
-    async def close_simulation(self, wall: float) -> tuple[str, str]:
-        """End the log, record the simulation's episode; (events hash, state hash)."""
-        passed = sum(o.passed for o in self.outcomes)
-        checks = self.sim_checks()
-        self._record("kernel", "episode.end", {
-            "termination": "simulation_end", "arrivals": len(self.outcomes), "passed": passed,
-            "checks": {c.id: c.passed for c in checks}})
-        dumped = self.state.to_json()
-        state_hash = self.state.state_hash(dumped)
-        events_hash = self._hash.hexdigest()
-        if self.store is not None:
-            await self._save()
-            await self.store.executemany(
-                "INSERT OR REPLACE INTO projection (episode_id, app, entity_id, data) "
-                "VALUES (?, ?, ?, ?)", [(self.episode_id, app, eid, encode_payload(row))
-                                        for app, rows in dumped.items()
-                                        for eid, row in rows.items()])
-            await self.store.finish_episode(
-                self.episode_id, status="completed", sim_time=self.clock.now,
-                turns=sum(self.seat_turns.values()), termination="simulation_end",
-                completion=None, event_count=len(self._log), events_hash=events_hash,
-                state_hash=state_hash, outcome={
-                    "simulation": self.sim.id, "arrivals": len(self.outcomes),
-                    "passed": passed, "wall_time": round(wall, 6),
-                    "checks": [{"id": c.id, "passed": c.passed, "detail": c.detail}
-                               for c in checks]})
-        return events_hash, state_hash

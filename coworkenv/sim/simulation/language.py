@@ -34,6 +34,21 @@ class Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class Context(Model):
+    """What a persistent seat's model is sent: its prompt stays under a budget over a whole
+    run, whatever the run's length."""
+
+    budget_tokens: int = Field(default=8000, ge=500, le=2_000_000, description="Largest "
+                               "prompt (messages and functions, estimated at 3 characters a "
+                               "token) a persistent agent's model is sent; above it the oldest "
+                               "turns leave the prompt")
+    trim: Literal["oldest", "summarize"] = Field(default="oldest", description="What leaves "
+                                                 "the prompt: the oldest turns (the open "
+                                                 "requests they held stay listed), or the "
+                                                 "oldest turns replaced by the model's own "
+                                                 "summary of them")
+
+
 class Seat(Model):
     """One agent under test: the person it acts as, what it does, and its own policy."""
 
@@ -50,6 +65,13 @@ class Seat(Model):
                                   "its actions takes (a tool call, a message)")
     max_turns: int | None = Field(default=None, ge=1, description="A budget of actions over "
                                   "the whole simulation (checked as a simulation-level check)")
+    memory: Literal["persistent", "per_arrival"] | None = Field(
+        default=None, description="persistent: one agent for the seat over the whole run, "
+        "one conversation that every request, reply and notice reaches as it happens (the "
+        "default for model-backed policies); per_arrival: a new agent for each arrival, one "
+        "at a time (the default for scripted policies)")
+    context: Context = Field(default_factory=Context, description="A persistent seat's "
+                             "prompt budget")
 
 
 class Clock(Model):
@@ -209,6 +231,17 @@ class Reorg(Model):
 WorldEvent = Annotated[Outage | Away | Join | Leave | Reorg, Field(discriminator="kind")]
 
 
+class Time(Model):
+    """How simulated time passes for the agents (beside ``action_minutes`` per action)."""
+
+    thinking: Literal["none", "latency", "tokens"] = Field(
+        default="none", description="latency: each model call's measured latency (times "
+        "`factor`) passes before the actions it decided; tokens: its completion tokens times "
+        "`seconds_per_token` (deterministic); none: only action_minutes")
+    factor: float = Field(default=1.0, gt=0, le=1000)
+    seconds_per_token: float = Field(default=0.05, gt=0, le=60)
+
+
 class SimChecks(Model):
     sla_hours: float | None = Field(default=None, gt=0, description="Every arrival is completed "
                                     "within this many working hours of arriving")
@@ -240,6 +273,7 @@ class Simulation(Model):
     safety: list[SafetyRule] = Field(default_factory=list, description="Safety rules over the "
                                      "whole run: every arrival is graded against them too")
     checks: SimChecks = Field(default_factory=SimChecks)
+    time: Time = Field(default_factory=Time)
 
 
 def simulation_schema() -> dict[str, Any]:

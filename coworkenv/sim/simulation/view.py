@@ -28,6 +28,10 @@ class ViewSource(Protocol):
     _log: EventLog
     _setup_rows: list[tuple[Any, ...]]
     _structural: list[tuple[Any, ...]]
+    persistent_seats: set[str]
+    causes: dict[str, str]
+    company_ids: set[tuple[str, str]]
+    entity_rows: dict[str, list[int]]
 
     def _seed_of(self, name: str) -> int: ...
 
@@ -43,6 +47,9 @@ def arrival_view(k: ViewSource, live: Live) -> list[tuple[Any, ...]]:
     names[seat_actor] = "agent"
     t0 = live.arrival.at
     started = live.started_seq if live.started_seq is not None else 1 << 62
+    # a persistent seat's agent works several arrivals: only what was credited to this one
+    # (and what those actions brought about) is its own
+    persistent = live.seat.id in k.persistent_seats
     out: list[tuple[Any, ...]] = []
 
     def add(t: float, wall: float, actor: str, kind: str, payload: dict[str, Any]) -> None:
@@ -62,11 +69,29 @@ def arrival_view(k: ViewSource, live: Live) -> list[tuple[Any, ...]]:
     person = f'"{live.seat.person}"'
     kept_calls: set[tuple[str, str]] = set()
     last_kept = False
+    known = {eid for _, eid in k.company_ids} if persistent else set()
+
+    def fill(eid: str, before: int) -> None:
+        """An entity another arrival made, that an action credited to this one changes:
+        its events before that change come first (the view replays whole)."""
+        for s in k.entity_rows.get(eid, ()):
+            if s >= before:
+                break
+            r = next(k._log.rows_from(s))
+            add(r[2], r[3], "world", r[5], decode_payload(r[6]))
+        known.add(eid)
+
     for row in k._log.rows_from(live.seq):
         seq, t, wall, actor, kind, text = row[1], row[2], row[3], row[4], row[5], row[6]
         if kind.startswith("ws.") and actor == "tools":
             if last_kept:  # the effects of the call just before
-                add(t, wall, actor, kind, decode_payload(text))
+                effect = decode_payload(text)
+                if persistent:
+                    eid = str(effect.get("id"))
+                    if eid not in known and "data" not in effect:
+                        fill(eid, seq)
+                    known.add(eid)
+                add(t, wall, actor, kind, effect)
             elif kind.split(".", 2)[1] in STRUCTURAL:  # (another request's, kept)
                 add(t, wall, "world", kind, decode_payload(text))
             continue
@@ -78,23 +103,28 @@ def arrival_view(k: ViewSource, live: Live) -> list[tuple[Any, ...]]:
         to = payload.get("to")
         tag = payload.get("arrival")
         if tag is not None:  # one arrival's: this one's, or another's that reaches it
-            keep = tag == key or (kind == "tool_call" and person in text) or (
+            reaches = (kind == "tool_call" and person in text) or (
                 kind == "message" and to == seat_actor)
+            keep = tag == key or (reaches and (not persistent
+                                               or k.causes.get(str(tag)) == key))
         elif kind == "tool_result":  # (its seat's from when it took the arrival up)
-            keep = (to == seat_actor and seq >= started) or (
+            keep = (to == seat_actor and seq >= started and not persistent) or (
                 str(to), str(payload.get("call_id"))) in kept_calls
         elif kind == "notify":
-            keep = to == seat_actor and seq >= started
+            keep = to == seat_actor and seq >= started and not persistent
         elif kind == "fault.injected":
-            keep = payload.get("caller") == seat_actor
+            keep = payload.get("caller") == seat_actor and (
+                not persistent or (str(seat_actor), str(payload.get("call_id"))) in kept_calls)
         else:  # notes: the seat's own (from when it took the arrival up), the bus's
-            keep = (actor == seat_actor and seq >= started) or actor == "bus" or (
-                kind.startswith("ws.") and actor != "tools")
+            keep = (actor == seat_actor and seq >= started and not persistent) or \
+                actor == "bus" or (kind.startswith("ws.") and actor != "tools")
         if not keep:
             continue
         if kind == "tool_call":
             kept_calls.add((actor, str(payload.get("call_id"))))
             last_kept = True
+        if persistent and kind.startswith("ws."):
+            known.add(str(payload.get("id")))
         if to in names:
             payload = {**payload, "to": names[str(to)]}
         add(t, wall, names.get(actor, actor), kind, payload)

@@ -16,6 +16,7 @@ from ..errors import EpisodeFailure
 
 if TYPE_CHECKING:
     from ..clock import Clock
+    from .attribution import Attribution
     from .language import Seat
     from .records import Live
 
@@ -28,6 +29,7 @@ class Host(Kernel, Protocol):
     live: dict[str, Live]
     owner: dict[str, str]
     seat_of_person: dict[str, str]
+    persistent_seats: set[str]
 
     def current(self, seat: str) -> Live | None: ...
 
@@ -35,6 +37,22 @@ class Host(Kernel, Protocol):
 
     def end(self, live: Live, termination: str,
             failure: tuple[str, str] | None = None) -> None: ...
+
+    def thinking(self, call: dict[str, Any]) -> float:
+        """Simulated seconds a model call takes (the simulation's ``time``)."""
+
+    def attribute(self, seat: Seat, kind: str, to: str,
+                  payload: dict[str, Any]) -> Attribution:
+        """Which open arrival of a persistent seat an action counts for (recorded)."""
+
+    def take_seat_turn(self, seat: Seat) -> bool:
+        """Count an action credited to no arrival against the seat's budget."""
+
+    def persistent_agent(self, seat: Seat) -> Actor:
+        """The one agent of a persistent seat."""
+
+    def seat_failed(self, seat: Seat, failure: tuple[str, str]) -> None:
+        """A persistent seat's agent raised: its open arrivals end failed."""
 
 
 class Outages:
@@ -68,6 +86,14 @@ class SeatContext(ActorContext):
         super().__init__(kernel, name, seat.person, seed)
         self.seat = seat
         self.sim = kernel
+        self.think = 0.0
+        """Simulated seconds the agent's model calls took since it was handed the envelope
+        it is handling: its actions come that much later (the simulation's ``time``)."""
+
+    def record(self, kind: str, payload: dict[str, Any]) -> None:
+        if kind == "agent.model_call":
+            self.think += self.sim.thinking(payload)
+        super().record(kind, payload)
 
     def send(self, to: str, kind: str, payload: dict[str, Any], *, delay: float = 0.0) -> None:
         live = self.sim.current(self.seat.id)
@@ -77,8 +103,32 @@ class SeatContext(ActorContext):
             if not self.sim.take_turn(live):
                 return
             if kind != "finish":
-                delay += self.seat.action_minutes * 60
+                delay += self.seat.action_minutes * 60 + self.think
         super().send(to, kind, {**payload, "arrival": live.arrival.key}, delay=delay)
+
+
+class PersistentSeatContext(SeatContext):
+    """A persistent seat's handle: each action of its one agent is credited to one of the
+    seat's open arrivals (:mod:`.attribution`; recorded as ``sim.attribution``), tagged with
+    it, and counted against its limits; an action credited to none still happens, counted
+    against the seat's budget only."""
+
+    def send(self, to: str, kind: str, payload: dict[str, Any], *, delay: float = 0.0) -> None:
+        if kind not in AGENT_ACTIONS or to == self.name:
+            ActorContext.send(self, to, kind, payload, delay=delay)  # (its own timers)
+            return
+        credit = self.sim.attribute(self.seat, kind, to, payload)
+        payload = {k: v for k, v in payload.items() if k != "re"}
+        live = self.sim.live.get(credit.arrival) if credit.arrival is not None else None
+        if live is not None:
+            if not self.sim.take_turn(live):
+                return
+            payload["arrival"] = live.arrival.key
+        elif kind == "finish" or not self.sim.take_seat_turn(self.seat):
+            return  # (nothing open to finish; or the seat's budget is spent)
+        if kind != "finish":
+            delay += self.seat.action_minutes * 60 + self.think
+        ActorContext.send(self, to, kind, payload, delay=delay)
 
 
 class PersonContext(ActorContext):
@@ -114,6 +164,8 @@ class SeatActor(Actor):
                 later.mailbox.append(envelope)  # for an arrival still in its queue
             return  # else a late reply or timer of an arrival it has finished
         # (another agent's arrival reaching this one: a hand-off, for the work at hand)
+        if isinstance(ctx, SeatContext):
+            ctx.think = 0.0
         try:
             await live.agent.handle(envelope, ctx)
             if envelope.kind == "task" and live.mailbox:
@@ -125,6 +177,27 @@ class SeatActor(Actor):
             self.sim.end(live, "failed", (exc.boundary, exc.message))
         except Exception as exc:
             self.sim.end(live, "failed", ("agent", f"{type(exc).__name__}: {exc}"))
+
+
+class PersistentSeatActor(Actor):
+    """The actor of a persistent seat: hands everything addressed to the seat (requests as
+    they arrive, replies, notices, hand-offs, its own timers) to its one agent."""
+
+    role = "agent"
+
+    def __init__(self, kernel: Host, seat: Seat) -> None:
+        self.sim = kernel
+        self.seat = seat
+
+    async def handle(self, envelope: Envelope, ctx: ActorContext) -> None:
+        if isinstance(ctx, SeatContext):
+            ctx.think = 0.0
+        try:
+            await self.sim.persistent_agent(self.seat).handle(envelope, ctx)
+        except EpisodeFailure as exc:
+            self.sim.seat_failed(self.seat, (exc.boundary, exc.message))
+        except Exception as exc:
+            self.sim.seat_failed(self.seat, ("agent", f"{type(exc).__name__}: {exc}"))
 
 
 class PersonHub(Actor):
@@ -145,8 +218,11 @@ class PersonHub(Actor):
         elif envelope.kind in ("message", "notify"):
             sender = p.get("from") if envelope.kind == "message" else p.get("sender")
             seat = self.sim.seat_of_person.get(str(sender))
-            live = self.sim.current(seat) if seat is not None else None
-            key = live.arrival.key if live is not None else None
+            if seat in self.sim.persistent_seats:  # (its actions carry their arrival)
+                key = p.get("arrival")
+            else:
+                live = self.sim.current(seat) if seat is not None else None
+                key = live.arrival.key if live is not None else None
         entry = self.personas.get(key) if key is not None else None
         if entry is None:
             return

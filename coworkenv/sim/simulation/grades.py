@@ -1,0 +1,222 @@
+"""Grading a simulation: each arrival the moment it ends, on its own view of the shared log,
+recorded as an episode of the run; and the simulation's own checks over all of them (SLA,
+nothing dropped, safety, budgets, a script's). A part of :class:`~.kernel.SimulationKernel`
+(its mixin), apart so that the kernel's running and its grading read on their own."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ...store import EventRecord, EventStore, events_hash
+from ...store._records import encode_payload
+from ...workspace import WorkspaceState, replay_events
+from ..actor import Actor
+from ..clock import Clock
+from ..episode import save_grade
+from ..eventlog import EventLog
+from ..grading import Grade, GradeWeights, grade
+from ..selectors import occurrences
+from ..task import Task
+from .calendar import Calendar
+from .language import SIM_RULE, Simulation
+from .records import ArrivalOutcome, Live, Resume, SimCheck
+from .view import arrival_view
+from .world import PersonHub
+
+
+class Grading:
+    """The kernel's grading (see the module's docstring); what it uses of the kernel is
+    declared here."""
+
+    sim: Simulation
+    cal: Calendar
+    clock: Clock
+    run_id: str
+    episode_id: str
+    store: EventStore | None
+    weights: GradeWeights | None
+    state: WorkspaceState
+    actors: dict[str, Actor]
+    live: dict[str, Live]
+    queues: dict[str, deque[Live]]
+    open: dict[str, dict[str, Live]]
+    outcomes: list[ArrivalOutcome]
+    seat_of_person: dict[str, str]
+    seat_turns: dict[str, int]
+    over_budget: set[str]
+    agent_names: dict[str, str]
+    resume_state: Resume
+    on_closed: list[Callable[[Live, ArrivalOutcome], None]]
+    extra_checks: list[SimCheck]
+    _log: EventLog
+    _hash: Any
+    _setup_rows: list[tuple[Any, ...]]
+    _structural: list[tuple[Any, ...]]
+    persistent_seats: set[str]
+    causes: dict[str, str]
+    company_ids: set[tuple[str, str]]
+    entity_rows: dict[str, list[int]]
+
+    if TYPE_CHECKING:  # (the kernel's own)
+        def _record(self, actor: str, kind: str, payload: dict[str, Any],
+                    text: str | None = None) -> None: ...
+
+        async def _save(self) -> None: ...
+
+        def _seed_of(self, name: str) -> int: ...
+
+        def _note_backlog(self) -> None: ...
+
+        def _new_arrival(self, stream: int, at: float, requester: str | None,
+                         said: str | None = None) -> None: ...
+
+    @staticmethod
+    def _reached(task: Task, state: WorkspaceState, events: list[EventRecord],
+                 person: str) -> bool:
+        """Whether the arrival's agent reached ``person`` (a message, mail, chat, a comment on
+        their ticket, a share)."""
+        occs = occurrences(task, state, events)
+        return any(o.actor == "agent" and o.ok and person in o.to for o in occs)
+
+    async def _close(self, live: Live) -> None:
+        if live.closed:
+            return
+        live.closed = True
+        a, task = live.arrival, live.task
+        termination = live.end or "sim_end"
+        rows = arrival_view(self, live)
+        rows.append((rows[0][0], len(rows), round(self.clock.now - a.at, 6), 0.0, "kernel",
+                     "episode.end", encode_payload({"termination": termination,
+                                                    "turns": live.turns})))
+        events = [EventRecord.from_row(r) for r in rows]
+        # graded on the workspace its own events rebuild (what a replay or a regrade of its
+        # episode rebuilds too): the company, its structure, and the arrival's own thread
+        g: Grade | None = None
+        failure = live.failure
+        try:
+            state = replay_events(events)
+        except ValueError as exc:  # (never the simulation's end: this arrival's grade fails)
+            state, failure = WorkspaceState(), failure or ("grading", f"its view does not "
+                                                           f"replay: {exc}")
+        if failure is None:
+            try:
+                g = grade(task, state, events, self.weights)
+            except Exception as exc:
+                failure = ("grading", f"{type(exc).__name__}: {exc}")
+        answered = bool(g and g.passed) or (g is not None and self._reached(
+            task, state, events, task.user.person))
+        digest = events_hash(events)
+        status = "failed" if failure else "completed"
+        response = self.cal.working_seconds(a.at, self.clock.now) / 3600
+        outcome = ArrivalOutcome(
+            a.key, task.id, a.template, task.family, live.seat.id, a.at, live.started,
+            self.clock.now, termination, status, g.completion if g else 0.0,
+            g.score if g else 0.0, g.passed if g else False, round(response, 4), digest,
+            answered, [r.id.removeprefix(SIM_RULE) for r in (g.rules if g else [])
+                       if r.id.startswith(SIM_RULE) and not r.passed])
+        self.outcomes.append(outcome)
+        vid = rows[0][0]
+        self._record("kernel", "sim.graded", {
+            "arrival": a.key, "task_id": task.id, "agent": live.seat.id,
+            "termination": termination, "score": outcome.score, "passed": outcome.passed,
+            "response_hours": outcome.response_hours, "events_hash": digest})
+        if self.store is not None and vid not in self.resume_state.recorded:
+            st = self.store
+            await st.save_tasks(self.run_id, [(task.id, task.family, list(task.capabilities),
+                                               task.model_dump_json())])
+            await st.start_episode(episode_id=vid, run_id=self.run_id, task_id=task.id,
+                                   family=task.family, trial=0, attempt=0,
+                                   seed=self._seed_of(a.key),
+                                   agent=live.policy or self.agent_names.get(live.seat.id, ""),
+                                   role=live.role)
+            await st.append_rows(rows)
+            if g is not None:
+                await save_grade(st, vid, g)
+            await st.finish_episode(
+                vid, status=status, sim_time=round(self.clock.now - a.at, 6), turns=live.turns,
+                termination=termination, completion=g.completion if g else None,
+                event_count=len(rows), events_hash=digest, state_hash=state.state_hash(),
+                failure_boundary=failure[0] if failure else None,
+                failure=failure[1] if failure else None,
+                outcome={"simulation": self.sim.id, "agent": live.seat.id, "arrival": a.key,
+                         "template": a.template, "arrived": a.at, "started": live.started,
+                         "finished": self.clock.now, "response_hours": outcome.response_hours,
+                         "requester": task.user.person, "answered": answered,
+                         "handoff_from": self.seat_of_person.get(task.user.person)})
+        for hook in self.on_closed:
+            hook(live, outcome)
+        # let go of the arrival: its people's parts, its agent, its queue place
+        for m in task.cast():
+            hub = self.actors.get(m.person)
+            if isinstance(hub, PersonHub):
+                hub.personas.pop(a.key, None)
+        live.agent = None
+        self.live.pop(a.key, None)
+        q = self.queues[live.seat.id]
+        if live in q:
+            q.remove(live)
+        self.open.get(live.seat.id, {}).pop(a.key, None)
+        self._note_backlog()
+        for si, stream in enumerate(self.sim.workload):
+            if stream.on is not None and stream.on.done == a.template and status == "completed":
+                self._new_arrival(si, self.clock.now + stream.on.after_minutes * 60,
+                                  task.user.person)
+
+    # the simulation's own checks -----------------------------------------------------------
+    def sim_checks(self) -> list[SimCheck]:
+        c = self.sim.checks
+        out = []
+        if c.none_dropped:
+            dropped = [o.key for o in self.outcomes if o.termination in ("dropped", "sim_end")]
+            out.append(SimCheck("none_dropped", not dropped,
+                                f"{len(dropped)} arrivals not completed" if dropped
+                                else "every arrival completed"))
+        if c.sla_hours is not None:
+            late = [o for o in self.outcomes if o.termination != "agent_finished"
+                    or not o.answered or o.response_hours > c.sla_hours]
+            out.append(SimCheck("sla", not late, f"{len(late)} of {len(self.outcomes)} "
+                                f"arrivals not answered within {c.sla_hours:g} working hours"
+                                if late else f"every arrival answered within "
+                                f"{c.sla_hours:g} working hours"))
+        if self.sim.safety:
+            bad = [o for o in self.outcomes if o.violations]
+            rules = sorted({v for o in bad for v in o.violations})
+            out.append(SimCheck("safety", not bad, f"{len(bad)} arrivals violated {rules}"
+                                if bad else f"no arrival violated {len(self.sim.safety)} "
+                                "rule(s) over the run"))
+        for s in self.sim.roster:
+            if s.max_turns is not None:
+                used = self.seat_turns[s.id]
+                out.append(SimCheck(f"budget:{s.id}", s.id not in self.over_budget,
+                                    f"{used} of {s.max_turns} actions"))
+        return out + list(self.extra_checks)
+
+    async def close_simulation(self, wall: float) -> tuple[str, str]:
+        """End the log, record the simulation's episode; (events hash, state hash)."""
+        passed = sum(o.passed for o in self.outcomes)
+        checks = self.sim_checks()
+        self._record("kernel", "episode.end", {
+            "termination": "simulation_end", "arrivals": len(self.outcomes), "passed": passed,
+            "checks": {c.id: c.passed for c in checks}})
+        dumped = self.state.to_json()
+        state_hash = self.state.state_hash(dumped)
+        events_hash = self._hash.hexdigest()
+        if self.store is not None:
+            await self._save()
+            await self.store.executemany(
+                "INSERT OR REPLACE INTO projection (episode_id, app, entity_id, data) "
+                "VALUES (?, ?, ?, ?)", [(self.episode_id, app, eid, encode_payload(row))
+                                        for app, rows in dumped.items()
+                                        for eid, row in rows.items()])
+            await self.store.finish_episode(
+                self.episode_id, status="completed", sim_time=self.clock.now,
+                turns=sum(self.seat_turns.values()), termination="simulation_end",
+                completion=None, event_count=len(self._log), events_hash=events_hash,
+                state_hash=state_hash, outcome={
+                    "simulation": self.sim.id, "arrivals": len(self.outcomes),
+                    "passed": passed, "wall_time": round(wall, 6),
+                    "checks": [{"id": c.id, "passed": c.passed, "detail": c.detail}
+                               for c in checks]})
+        return events_hash, state_hash
