@@ -3,8 +3,12 @@
 It speaks enough of ``POST /v1/chat/completions`` for the ``openai`` client, over real HTTP on
 127.0.0.1 (whole completions, or server-sent chunks when the request streams), and answers
 from a script: each item is a completion message (content and/or tool calls), an HTTP error,
-or a stall (to provoke client timeouts). Every request it receives is kept, so tests can check
-exactly what the agent sent. It ships in the package as a test double, like the memory bus.
+or a stall (to provoke client timeouts); or, with ``responder``, from a function of the
+request (a scripted policy that reads what it is sent: for long runs whose requests cannot be
+listed in advance). Every request it receives is kept (``keep`` of them: the newest), so tests
+can check exactly what the agent sent; ``count_tokens`` makes the usage it reports the
+request's and reply's sizes (4 characters a token) instead of fixed figures. It ships in the
+package as a test double, like the memory bus.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import json
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -41,10 +46,16 @@ class ScriptedOpenAIServer:
     """``with ScriptedOpenAIServer([Reply(...), ...]) as srv: srv.base_url``"""
 
     def __init__(self, script: list[Reply] | None = None, *, default: Reply | None = None,
-                 max_concurrency_seen: bool = True) -> None:
+                 max_concurrency_seen: bool = True,
+                 responder: Callable[[dict[str, Any]], Reply] | None = None,
+                 count_tokens: bool = False, keep: int | None = None) -> None:
         self.script: deque[Reply] = deque(script or [])
         self.default = default or tool("finish", summary="done")
+        self.responder = responder
+        self.count_tokens = count_tokens
         self.requests: list[dict[str, Any]] = []
+        self.keep = keep
+        self.served = 0
         self.active = 0
         self.max_active = 0
         self._lock = threading.Lock()
@@ -68,9 +79,20 @@ class ScriptedOpenAIServer:
     def _next(self, request: dict[str, Any]) -> Reply:
         with self._lock:
             self.requests.append(request)
+            if self.keep is not None and len(self.requests) >= 2 * self.keep:
+                del self.requests[:-self.keep]  # (the newest ``keep``; trimmed in halves)
+            self.served += 1
             self.active += 1
             self.max_active = max(self.max_active, self.active)
-            return self.script.popleft() if self.script else self.default
+            if self.script:
+                return self.script.popleft()
+        if self.responder is not None:
+            try:
+                return self.responder(request)
+            except Exception as exc:  # (a broken policy is the test's: a 500 names it)
+                return Reply(content=f"responder failed: {type(exc).__name__}: {exc}",
+                             status=500)
+        return self.default
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         outer = self
@@ -104,7 +126,7 @@ class ScriptedOpenAIServer:
                         self.close_connection = True
                         return
                     else:
-                        data = json.dumps(_completion(body, reply)).encode()
+                        data = json.dumps(_completion(body, reply, outer.count_tokens)).encode()
                         self.send_response(200)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(data)))
@@ -119,7 +141,7 @@ class ScriptedOpenAIServer:
         return Handler
 
 
-def _completion(request: dict[str, Any], r: Reply) -> dict[str, Any]:
+def _completion(request: dict[str, Any], r: Reply, count: bool = False) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": r.content}
     if r.tool_calls:
         message["tool_calls"] = [
@@ -130,7 +152,17 @@ def _completion(request: dict[str, Any], r: Reply) -> dict[str, Any]:
     return {"id": "chatcmpl-scripted", "object": "chat.completion", "created": int(time.time()),
             "model": request.get("model", "scripted"),
             "choices": [{"index": 0, "message": message, "finish_reason": r.finish_reason}],
-            "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}}
+            "usage": _usage(request, message) if count else
+            {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}}
+
+
+def _usage(request: dict[str, Any], message: dict[str, Any]) -> dict[str, int]:
+    """Tokens as sizes: 4 characters a token of the messages and functions sent, and of
+    the reply."""
+    prompt = len(json.dumps([request.get("messages"), request.get("tools")])) // 4 + 1
+    completion = len(json.dumps([message.get("content"), message.get("tool_calls")])) // 4 + 1
+    return {"prompt_tokens": prompt, "completion_tokens": completion,
+            "total_tokens": prompt + completion}
 
 
 def _chunks(request: dict[str, Any], r: Reply) -> list[dict[str, Any]]:

@@ -50,7 +50,7 @@ class PersistentModelAgent(OpenAIAgent):
     """See the module's docstring. ``budget_tokens``: the largest prompt it sends;
     ``trim``: ``oldest`` or ``summarize``."""
 
-    budget_tokens: int = 8000
+    budget_tokens: int = 16000
     trim: str = "oldest"
     takes_re: bool = True
     requests: dict[str, str] = field(default_factory=dict)

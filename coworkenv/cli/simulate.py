@@ -48,6 +48,10 @@ def simulate(
     resume: Annotated[bool, typer.Option(help="Go on with an interrupted simulation (--run-id, "
                                          "else the latest of this simulation in --db)")]
     = False,
+    memory: Annotated[str | None, typer.Option(
+        help="persistent (one agent per seat for the whole run, one conversation) or "
+             "per_arrival (a new agent for each request) for every agent; default: each "
+             "seat's own memory, else persistent for model-backed policies")] = None,
     base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint of "
                                                  "model-backed agents")] = None,
     api_key_env: Annotated[str | None, typer.Option(help="Environment variable holding the "
@@ -67,9 +71,11 @@ def simulate(
     from ..store import LeaseHeldError
 
     writable_db(db)
+    if memory not in (None, "persistent", "per_arrival"):
+        raise fail(f"--memory: expected persistent or per_arrival, got {memory!r}")
     config = SimulationConfig(file, agent=agent, agents=_policies(agents), db=db, bus=bus,
                               run_id=run_id, resume=resume, base_url=base_url,
-                              api_key_env=api_key_env)
+                              api_key_env=api_key_env, memory=memory)
     stop = Interrupt(STOP_SIGNALS)
     quiet = as_json or not sys.stderr.isatty()
     progress = Progress(TextColumn("simulating"), BarColumn(), TextColumn(
@@ -129,9 +135,32 @@ FIGURE_COLUMNS = [Column("arrivals", 0, True), Column("passed", 2, True),
                   Column("p90 h", 3, True), Column("max h", 5, True)]
 
 
+def print_agents(by_agent: dict[str, dict[str, Any]]) -> None:
+    """Each agent's memory, model use (calls, tokens, the largest prompt) and how its actions
+    were credited to arrivals (persistent agents), where there is any to show."""
+    rows = []
+    for name, f in by_agent.items():
+        if f.get("memory") != "persistent" and "model_calls" not in f:
+            continue
+        credit = f.get("attribution") or {}
+        unsure = sum(n for k, n in credit.items() if "ambiguous" in k or k in ("focus", "none"))
+        rows.append([name, f.get("memory", ""), str(f.get("model_calls", 0)),
+                     str(f.get("tokens", 0)), str(f.get("prompt_max", 0)),
+                     str(sum(credit.values())), str(unsure),
+                     ", ".join(f"{k} {n}" for k, n in credit.items()) or "-"])
+    if rows:
+        print_table("agents", [Column("agent"), Column("memory"),
+                               Column("model calls", 0, True), Column("tokens", 0, True),
+                               Column("largest prompt", 0, True),
+                               Column("actions credited", 0, True),
+                               Column("unsure or uncredited", 0, True), Column("credited by")],
+                    rows)
+
+
 def print_summary(s: dict[str, Any]) -> None:
     print_table(f"{s['simulation']} ({s['run']}): by agent", [Column("agent"), *FIGURE_COLUMNS],
                 _figure_rows(s["by_agent"]))
+    print_agents(s["by_agent"])
     print_table("by family", [Column("family"), *FIGURE_COLUMNS], _figure_rows(s["by_family"]))
     for c in s["checks"]:
         mark = "[green]pass[/green]" if c["passed"] else "[red]FAIL[/red]"

@@ -80,6 +80,14 @@ class SimulationResult:
     sim_seconds: float
     wall_seconds: float
     backlog: list[tuple[float, int]]
+    memory: dict[str, str] = field(default_factory=dict)
+    """Each agent's memory: persistent or per_arrival."""
+    model_use: dict[str, dict[str, int]] = field(default_factory=dict)
+    """Per agent (and ``people``): model calls, prompt and completion tokens, the largest
+    prompt (tokens as the server counts them, else estimated), summaries."""
+    attribution: dict[str, dict[str, int]] = field(default_factory=dict)
+    """Per persistent agent: its actions by how they were credited (``re``, ``entity``,
+    ``reply``, ``person``, ``only open``, ``focus``, ``none``; ambiguous ones apart)."""
 
     @property
     def pass_rate(self) -> float:
@@ -93,8 +101,19 @@ class SimulationResult:
             c.passed for c in self.checks)
 
     def by(self, key: str) -> dict[str, dict[str, Any]]:
-        """Figures per agent (``agent``) or per family (``family``)."""
-        return figures_by(self.outcomes, key)
+        """Figures per agent (``agent``: with its memory, model use and how its actions were
+        credited) or per family (``family``)."""
+        out = figures_by(self.outcomes, key)
+        if key == "agent":
+            for sid, f in out.items():
+                f["memory"] = self.memory.get(sid, "per_arrival")
+                use = self.model_use.get(sid)
+                if use:
+                    f["model_calls"], f["prompt_max"] = use["calls"], use["prompt_max"]
+                    f["tokens"] = use["prompt_tokens"] + use["completion_tokens"]
+                if sid in self.attribution:
+                    f["attribution"] = dict(sorted(self.attribution[sid].items()))
+        return out
 
 
 @dataclass
@@ -112,6 +131,8 @@ def _prepare(c: SimulationConfig) -> _Prepared:
     from ..store import Reader
     from .run import check_db
 
+    if c.memory not in (None, "persistent", "per_arrival"):
+        raise RunConfigError(f"memory: expected persistent or per_arrival, got {c.memory!r}")
     path = Path(c.file)
     if not path.exists():
         raise RunConfigError(f"file {path}: no such file")
@@ -157,7 +178,7 @@ def _prepare(c: SimulationConfig) -> _Prepared:
 
 
 async def _resume_state(store: Any, run_id: str, episode_id: str, policies: dict[str, str],
-                        sim_id: str) -> Any:
+                        sim_id: str, memory: dict[str, str]) -> Any:
     """What the store holds of an interrupted simulation; partial arrival records removed."""
     from ..sim.simulation import Resume
     from ..store import Reader, events_hash
@@ -171,10 +192,12 @@ async def _resume_state(store: Any, run_id: str, episode_id: str, policies: dict
         if status == "finished":
             raise RunConfigError(f"resume: simulation run {run_id!r} is finished; nothing to "
                                  f"resume (its figures: coworkenv eval --run {run_id})")
-        if recorded[1].get("simulation") != sim_id or recorded[1].get("policies") != policies:
+        was = recorded[1]
+        if was.get("simulation") != sim_id or was.get("policies") != policies or \
+                was.get("memory", {sid: "per_arrival" for sid in policies}) != memory:
             raise RunConfigError(f"resume: run {run_id!r} was simulation "
-                                 f"{recorded[1].get('simulation')!r} with agents "
-                                 f"{recorded[1].get('policies')}; resume it with the same")
+                                 f"{was.get('simulation')!r} with agents {was.get('policies')} "
+                                 f"(memory {was.get('memory')}); resume it with the same")
         rows = r.event_count(episode_id)
         digest = events_hash(r.events(episode_id)) if rows else ""  # (streamed)
         done = {e.episode_id for e in r.episodes(run_id, status="completed")} | {
@@ -243,6 +266,7 @@ async def asimulate(config: SimulationConfig, *, interrupt: Interrupt | None = N
             for sid, mode in memory.items() if mode == "persistent"}
     except ValueError as exc:
         raise RunConfigError(str(exc)) from None
+    check_budgets(loaded, memory, specs)
     tz = {str(x.get("id")): str(x.get("timezone") or "UTC")
           for x in loaded.company.get("people", [])}
 
@@ -262,7 +286,8 @@ async def asimulate(config: SimulationConfig, *, interrupt: Interrupt | None = N
                                                  RemoteAgentProxy)
         with RunLease(p.db, p.run_id):  # one runner per run
             episode_id = f"{p.run_id}:@simulation"
-            resume = await _resume_state(store, p.run_id, episode_id, p.policies, sim.id) \
+            resume = await _resume_state(store, p.run_id, episode_id, p.policies, sim.id,
+                                         memory) \
                 if config.resume else None
             await store.create_run(p.run_id, ", ".join(f"{k}={v}" for k, v in
                                                       p.policies.items()),
@@ -316,7 +341,8 @@ async def asimulate(config: SimulationConfig, *, interrupt: Interrupt | None = N
         on_progress(1.0, len(kernel.outcomes))
     return SimulationResult(p.run_id, p.db, sim.id, kernel.outcomes, kernel.sim_checks(),
                             events_hash, state_hash, len(kernel._log),
-                            kernel.clock.now, time.perf_counter() - t0, kernel.backlog)
+                            kernel.clock.now, time.perf_counter() - t0, kernel.backlog,
+                            memory, kernel.model_use, kernel.attribution_counts)
 
 
 def memory_modes(loaded: Loaded, specs: Mapping[str, Any], override: str | None,
@@ -341,6 +367,26 @@ def memory_modes(loaded: Loaded, specs: Mapping[str, Any], override: str | None,
             mode = "per_arrival"
         out[seat.id] = mode
     return out
+
+
+def check_budgets(loaded: Loaded, memory: Mapping[str, str], specs: Mapping[str, Any]) -> None:
+    """A persistent model-backed seat's functions and system prompt take at most half of its
+    prompt budget (else every call would be cut to its last turn); refused naming the seat."""
+    from ..agents.chat import agent_tools, estimate_tokens, with_re
+    from ..sim.simulation.seats import seat_toolset
+
+    templates = list(loaded.templates.values())
+    for i, seat in enumerate(loaded.sim.roster):
+        if memory.get(seat.id) != "persistent" or not specs[seat.id].model_backed:
+            continue
+        names = seat_toolset(seat, templates)
+        fixed = estimate_tokens([], with_re(agent_tools(names))) + 600  # (+ system prompt)
+        budget = seat.context.budget_tokens
+        if fixed * 2 > budget:
+            raise RunConfigError(
+                f"roster[{i}].context.budget_tokens: {budget} leaves no room: agent "
+                f"{seat.id!r}'s {len(names)} functions and system prompt take about {fixed} "
+                f"tokens; raise it to {fixed * 2} or more, or give the seat fewer `tools`")
 
 
 def _remote_factory(pool: Any, run_id: str, group: str, proxy: Any) -> Callable[[Any], Any]:

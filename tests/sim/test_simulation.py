@@ -365,6 +365,37 @@ def test_killed_three_times_and_interrupted_then_resumed_equals_uninterrupted(
     assert _grades(db, "r") == _grades(tmp_path / "u.db", "u")
 
 
+@pytest.mark.slow
+def test_persistent_seats_killed_and_resumed_equal_uninterrupted(tmp_path: Path) -> None:
+    """Persistent seats resume as exactly: the 20-day week with one persistent oracle per
+    seat, killed twice (kill -9), ends with the hashes and grades of a run never killed."""
+    sim = _long_week(tmp_path)
+    args = ["simulate", str(sim), "--memory", "persistent", "--json"]
+    ref = cli(*args, "--db", str(tmp_path / "u.db"), "--run-id", "u")
+    assert ref.returncode == 0, ref.stderr
+    whole = json.loads(ref.stdout)
+    db = tmp_path / "r.db"
+    base = [*CLI, *args, "--db", str(db), "--run-id", "r"]
+    for i, more in enumerate((150, 400)):
+        at = _completed(db) + more
+        proc = subprocess.Popen(base + (["--resume"] if i else []), cwd=ROOT,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 120
+        while _completed(db) < at and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.002)
+        assert proc.poll() is None, f"finished before stop {i} ({_completed(db)} recorded)"
+        proc.kill()
+        proc.communicate(timeout=60)
+    done = subprocess.run([*base, "--resume"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=240)
+    assert done.returncode == 0, done.stderr
+    resumed = json.loads(done.stdout)
+    assert (resumed["events_hash"], resumed["state_hash"]) == (whole["events_hash"],
+                                                               whole["state_hash"])
+    assert resumed["by_agent"]["it"]["memory"] == "persistent"
+    assert _grades(db, "r") == _grades(tmp_path / "u.db", "u")
+
+
 def test_resume_is_refused_when_finished_or_other(tmp_path: Path) -> None:
     simulate(SimulationConfig(HANDOFF, db=tmp_path / "h.db", run_id="h"))
     with pytest.raises(Exception, match="resume: simulation run 'h' is finished"):

@@ -56,6 +56,8 @@ class Grading:
     _structural: list[tuple[Any, ...]]
     persistent_seats: set[str]
     causes: dict[str, str]
+    model_use: dict[str, dict[str, int]]
+    attribution_counts: dict[str, dict[str, int]]
     company_ids: set[tuple[str, str]]
     entity_rows: dict[str, list[int]]
 
@@ -217,6 +219,7 @@ class Grading:
                 state_hash=state_hash, outcome={
                     "simulation": self.sim.id, "arrivals": len(self.outcomes),
                     "passed": passed, "wall_time": round(wall, 6),
+                    "model_use": self.model_use, "attribution": self.attribution_counts,
                     "checks": [{"id": c.id, "passed": c.passed, "detail": c.detail}
                                for c in checks]})
         return events_hash, state_hash

@@ -75,6 +75,9 @@ from .world import (
 )
 
 
+_MODEL_CALLS = frozenset({"agent.model_call", "agent.summary_call", "persona.model_call"})
+
+
 @dataclass(frozen=True)
 class _Names:
     """What the episode kernel's transport reads of its spec: the run's and log's ids."""
@@ -133,6 +136,8 @@ class SimulationKernel(Seats, Grading, EpisodeKernel):
         self.causes: dict[str, str] = {}
         self.replying: dict[str, str | None] = {}
         self.call_arrival: dict[str, str] = {}
+        self.model_use: dict[str, dict[str, int]] = {}
+        """Model calls per agent (and ``people``): calls, tokens, the largest prompt."""
         self.entity_rows: dict[str, list[int]] = {}
         """Entity id -> the seqs of the events that made and changed it (kept only with
         persistent seats: an arrival's view may need an entity another arrival made)."""
@@ -224,6 +229,8 @@ class SimulationKernel(Seats, Grading, EpisodeKernel):
                 d.payload.get("arrival") if d is not None and d.kind == "tool_call" else None)
             if tag is not None:
                 self.entity_owner.setdefault(str(payload.get("id")), str(tag))
+        if kind in _MODEL_CALLS:
+            self._count_model_call(actor, kind, payload)
         if kind == "fault.injected" and payload.get("failure") == "unavailable":
             # an agent ran into an outage: woken at its end unless it sets its own timer
             d, now = self._handling, self.clock.now
@@ -314,6 +321,21 @@ class SimulationKernel(Seats, Grading, EpisodeKernel):
         for live in list(self.live.values()):
             self.end(live, "sim_end" if live.started is not None else "dropped")
         await self._settle()
+
+    def _count_model_call(self, actor: str, kind: str, payload: dict[str, Any]) -> None:
+        """Each agent's (and the people's) model use: calls, tokens, the largest prompt."""
+        who = actor.removeprefix(SEAT_PREFIX) if actor.startswith(SEAT_PREFIX) else "people"
+        use = self.model_use.setdefault(who, dict.fromkeys(
+            ("calls", "prompt_tokens", "completion_tokens", "prompt_max", "summaries"), 0))
+        usage = payload.get("usage") or {}
+        prompt = int(usage.get("prompt_tokens") or payload.get("prompt_estimate") or 0)
+        use["calls"] += 1
+        use["summaries"] += kind == "agent.summary_call"
+        use["prompt_tokens"] += prompt
+        use["completion_tokens"] += int(usage.get("completion_tokens") or 0)
+        if kind == "agent.model_call":
+            use["prompt_max"] = max(use["prompt_max"], prompt,
+                                    int(payload.get("prompt_estimate") or 0))
 
     def submit(self, sender: str, to: str, kind: str, payload: dict[str, Any],
                delay: float) -> None:

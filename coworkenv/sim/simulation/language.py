@@ -38,7 +38,7 @@ class Context(Model):
     """What a persistent seat's model is sent: its prompt stays under a budget over a whole
     run, whatever the run's length."""
 
-    budget_tokens: int = Field(default=8000, ge=500, le=2_000_000, description="Largest "
+    budget_tokens: int = Field(default=16000, ge=500, le=2_000_000, description="Largest "
                                "prompt (messages and functions, estimated at 3 characters a "
                                "token) a persistent agent's model is sent; above it the oldest "
                                "turns leave the prompt")

@@ -36,6 +36,16 @@ _ITS_OWN = frozenset({"agent_finished"})
 """Terminations the agent brought about itself (it is not told of them)."""
 
 
+def seat_toolset(seat: Seat, templates: list[Task]) -> list[str]:
+    """A persistent seat's tools: every tool its arrivals may offer (its own ``tools``, else
+    each template's), and memory."""
+    names: set[str] = set()
+    for t in templates:
+        names.update(task_toolset(t, seat.tools))
+    names.update(n for n in MEMORY_TOOLS if n in REGISTRY)
+    return sorted(names)
+
+
 class Seats:
     """See the module's docstring; what it uses of the kernel is declared here."""
 
@@ -81,14 +91,8 @@ class Seats:
 
 
     def _setup_seats(self, templates: list[Task]) -> None:
-        """The persistent seats' toolsets: every tool their arrivals may offer, and memory."""
         for sid in self.persistent_seats:
-            seat = self.seats[sid]
-            names: set[str] = set()
-            for t in templates:
-                names.update(task_toolset(t, seat.tools))
-            names.update(n for n in MEMORY_TOOLS if n in REGISTRY)
-            self.seat_tools[sid] = sorted(names)
+            self.seat_tools[sid] = seat_toolset(self.seats[sid], templates)
             self.open[sid] = {}
             self.attribution_counts[sid] = {}
 

@@ -1,0 +1,236 @@
+"""Persistent seats: one agent for a seat over the whole simulation, behind the package's
+scripted OpenAI-compatible server (a scripted model that follows a plan per request, chosen
+by the request's words, as replies and results come back)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from collections import deque
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from coworkenv.agents.fake_openai import Reply, ScriptedOpenAIServer, tool
+from coworkenv.runtime.simulate import SimulationConfig, simulate
+from coworkenv.store import Reader
+
+SIMS = Path(__file__).resolve().parents[2] / "examples" / "simulations"
+Step = tuple[str, dict[str, Any]]
+Plan = Callable[[re.Match[str], list[dict[str, Any]]], list[Step]]
+
+
+class Playbook:
+    """A scripted model for one persistent seat: for each request, a plan of calls chosen by
+    the request's words; the next call of a request goes out when the result of its last
+    comes back, and a ``wait`` step holds the plan until a message for that request comes.
+    Every call names its request (``re``) unless ``name_requests`` is off."""
+
+    def __init__(self, plans: list[tuple[str, Plan]], *, name_requests: bool = True) -> None:
+        self.plans = [(re.compile(p, re.S), make) for p, make in plans]
+        self.steps: dict[str, deque[Step]] = {}
+        self.waiting: set[str] = set()
+        self.name_requests = name_requests
+        self.calls: dict[str, str] = {}  # call id -> its request (ids it gives its calls)
+
+    def __call__(self, request: dict[str, Any]) -> Reply:
+        messages = request["messages"]
+        last = messages[-1]
+        key: str | None = None
+        content = str(last.get("content") or "")
+        if last["role"] == "user" and (m := re.match(r"\[request (a\d+) from", content)):
+            key = m[1]
+            plan = next(((make, hit) for rx, make in self.plans
+                         if (hit := rx.search(content))), None)
+            self.steps[key] = deque(plan[0](plan[1], messages) if plan else [("finish", {})])
+        elif last["role"] == "tool":
+            key = self.calls.get(last["tool_call_id"])
+        elif m := re.search(r", re (a\d+)\]", content):
+            if m[1] not in self.waiting:
+                return tool("wait")
+            self.waiting.discard(m[1])
+            key = m[1]
+        if key is None or not self.steps.get(key):
+            return tool("wait")
+        name, args = self.steps[key].popleft()
+        if name == "wait":
+            self.waiting.add(key)
+        if callable(args):
+            args = args(messages)
+        reply = tool(name, **args, **({"re": key} if self.name_requests else {}))
+        reply.call_id = f"pb-{len(self.calls)}"
+        self.calls[reply.call_id] = key
+        return reply
+
+
+def _company(tmp_path: Path) -> None:
+    shutil.copytree(SIMS / "companies", tmp_path / "companies", dirs_exist_ok=True)
+
+
+def _sim(tmp_path: Path, **fields: Any) -> Path:
+    _company(tmp_path)
+    sim = {"kind": "simulation", "company": "northwind",
+           "clock": {"start": "2026-03-02T09:00:00-05:00", "days": 3},
+           "tasks": [str(SIMS / "northwind-requests.yaml"),
+                     str(SIMS / "remember-requests.yaml")], **fields}
+    path = tmp_path / f"{fields['id']}.yaml"
+    path.write_text(yaml.safe_dump(sim))
+    return path
+
+
+# plans -------------------------------------------------------------------------------------
+def remember(hit: re.Match[str], messages: list[dict[str, Any]]) -> list[Step]:
+    return [("memory_write", {"key": "Acme Supplies remittance account",
+                              "text": "Acme Supplies' account ends in 4471"}),
+            ("chat_send_dm", {"to": "tom", "text": "Noted: the account now ends in 4471."}),
+            ("finish", {})]
+
+
+def pay_from_what_it_saw(hit: re.Match[str], messages: list[dict[str, Any]]) -> list[Step]:
+    """The account as the conversation still holds it (day 1's request, two days on)."""
+    said = " ".join(str(m.get("content")) for m in messages)
+    digits = re.search(r"ends in (\d{4})", said)
+    return [("email_send", {"to": ["ana"], "subject": "INV-2291",
+                            "body": f"Pay INV-2291 to the account ending {digits[1] if digits else '????'}."}),
+            ("finish", {})]
+
+
+def ask_maya(hit: re.Match[str], messages: list[dict[str, Any]]) -> list[Step]:
+    doc = hit[1]
+
+    def edit(messages: list[dict[str, Any]]) -> dict[str, Any]:
+        reply = next(str(m["content"]) for m in reversed(messages)
+                     if "from maya" in str(m.get("content")))
+        n = re.search(r"\b(\d+)\b", reply.split("]", 1)[1])
+        return {"doc_id": doc, "append": f" Ops on site this week: {n[1] if n else '?'} people."}
+    return [("chat_send_dm", {"to": "maya", "text": "How many ops people are on site this week?"}),
+            ("wait", {}), ("docs_edit", edit), ("finish", {})]  # type: ignore[list-item]
+
+
+def book(day: int) -> Plan:
+    def plan(hit: re.Match[str], messages: list[dict[str, Any]]) -> list[Step]:
+        mail = hit[1]
+        return [("email_read", {"email_id": mail}),
+                ("calendar_create_event", {"title": f"Ops review ({mail})",
+                                           "start": f"2026-03-{day}T10:00:00",
+                                           "end": f"2026-03-{day}T10:30:00",
+                                           "timezone": "America/New_York",
+                                           "attendees": ["elena", "maya"]}),
+                ("email_reply", {"email_id": mail, "body": f"Booked 'Ops review ({mail})' with "
+                                 f"Maya for March {day}, 10:00-10:30 New York time."}),
+                ("finish", {})]
+    return plan
+
+
+ASK = r"Ask Maya how many ops people.*?\(document (D1-\d+)\)"
+MEETING = r"See my email (E1-\d+): book the meeting"
+
+
+# tests -------------------------------------------------------------------------------------
+def test_a_persistent_seats_request_on_day_3_holds_what_it_saw_on_day_1(tmp_path: Path) -> None:
+    sim = _sim(tmp_path, id="three-days",
+               roster=[{"id": "fin", "person": "finops", "policy": "openai:scripted",
+                        "tools": ["memory_write", "chat_send_dm", "email_send"]}],
+               workload=[{"task": "fin-remember-account", "to": "fin", "at": ["d1 09:30"]},
+                         {"task": "fin-pay-acme", "to": "fin", "at": ["d3 10:00"]}])
+    playbook = Playbook([(r"Acme Supplies changed their remittance account", remember),
+                         (r"invoice INV-2291", pay_from_what_it_saw)])
+    with ScriptedOpenAIServer(responder=playbook, count_tokens=True) as srv:
+        r = simulate(SimulationConfig(sim, db=tmp_path / "s.db", run_id="p",
+                                      base_url=srv.base_url))
+        day3 = next(q for q in srv.requests if "INV-2291" in json.dumps(q["messages"][-1]))
+    # one conversation: the day-3 request holds day 1's request and the agent's own turns
+    assert "ends in 4471" in json.dumps(day3["messages"])
+    assert day3["messages"][0]["role"] == "system" and "[request a0000 from tom" in \
+        json.dumps(day3["messages"])
+    assert r.memory == {"fin": "persistent"}
+    assert [o.passed for o in r.outcomes] == [True, True], r.outcomes
+    use = r.by("agent")["fin"]
+    assert use["model_calls"] == len(srv.requests) and use["prompt_max"] > 0
+    assert use["attribution"] == {"re": 5}  # (two requests; each action named its own)
+
+
+@pytest.mark.parametrize("sabotage", [False, True])
+def test_two_open_arrivals_interleave_and_each_is_graded_on_its_own(
+        tmp_path: Path, sabotage: bool) -> None:
+    """Marcus asks for Maya's figure at 10:00 (the agent asks her and waits); Elena's meeting
+    comes at 10:05 and is done while Maya has not answered; then Maya answers and the first
+    is finished. A meeting booked on the wrong day fails the meeting alone."""
+    sim = _sim(tmp_path, id="interleave",
+               roster=[{"id": "ea", "person": "assistant", "policy": "openai:scripted",
+                        "tools": ["chat_send_dm", "docs_edit", "email_read",
+                                  "calendar_create_event", "email_reply"]}],
+               people=[{"person": "maya", "response": {"delay_minutes": [20, 20]}}],
+               workload=[{"task": "ea-ask-budget", "to": "ea", "at": ["d1 10:00"],
+                          "requesters": []},
+                         {"task": "ea-meeting", "to": "ea", "at": ["d1 10:05"]}])
+    playbook = Playbook([(ASK, ask_maya), (MEETING, book(24 if sabotage else 23))])
+    with ScriptedOpenAIServer(responder=playbook) as srv:
+        r = simulate(SimulationConfig(sim, db=tmp_path / "s.db", run_id="i",
+                                      base_url=srv.base_url))
+    by = {o.template: o for o in r.outcomes}
+    assert by["ea-ask-budget"].passed
+    assert by["ea-meeting"].passed is not sabotage
+    with Reader(tmp_path / "s.db") as rd:
+        log = list(rd.events("i:@simulation"))
+        views = {e.task_id.split(".")[0]: list(rd.events(e.episode_id))
+                 for e in rd.episodes("i") if "arrival" in e.outcome}
+    credited = [(e.seq, e.payload["arrival"], e.payload.get("tool") or e.payload["action"])
+                for e in log if e.kind == "sim.attribution"]
+    first = [s for s, a, _ in credited if a == by["ea-ask-budget"].key]
+    second = [s for s, a, _ in credited if a == by["ea-meeting"].key]
+    assert first[0] < second[0] < second[-1] < first[-1]  # (interleaved)
+    # each arrival's episode holds its own actions only
+    assert {e.payload["tool"] for e in views["ea-meeting"] if e.kind == "tool_call"
+            and e.actor == "agent"} == {"email_read", "calendar_create_event", "email_reply"}
+    assert {e.payload["tool"] for e in views["ea-ask-budget"] if e.kind == "tool_call"
+            and e.actor == "agent"} == {"chat_send_dm", "docs_edit"}
+
+
+def test_without_naming_requests_the_links_credit_the_same(tmp_path: Path) -> None:
+    """The same interleaving with a model that never passes ``re``: its actions are credited
+    from what they touch and what they reply to, with the same grades."""
+    sim = _sim(tmp_path, id="links",
+               roster=[{"id": "ea", "person": "assistant", "policy": "openai:scripted",
+                        "tools": ["chat_send_dm", "docs_edit", "email_read",
+                                  "calendar_create_event", "email_reply"]}],
+               people=[{"person": "maya", "response": {"delay_minutes": [20, 20]}}],
+               workload=[{"task": "ea-ask-budget", "to": "ea", "at": ["d1 10:00"]},
+                         {"task": "ea-meeting", "to": "ea", "at": ["d1 10:05"]}])
+    playbook = Playbook([(ASK, ask_maya), (MEETING, book(23))], name_requests=False)
+    with ScriptedOpenAIServer(responder=playbook) as srv:
+        r = simulate(SimulationConfig(sim, db=tmp_path / "s.db", base_url=srv.base_url))
+    assert all(o.passed for o in r.outcomes), r.outcomes
+    credit = r.attribution["ea"]
+    assert "re" not in credit and credit.get("entity", 0) >= 4, credit
+
+
+def test_the_week_with_persistent_oracles_passes_by_links_alone(tmp_path: Path) -> None:
+    """The week, every seat persistent, the oracle naming no request: every arrival and the
+    SLA pass, and what could not be credited from a link is counted, not hidden."""
+    r = simulate(SimulationConfig(SIMS / "week.yaml", agent="oracle", memory="persistent",
+                                  links_only=True, db=tmp_path / "s.db"))
+    assert len(r.outcomes) >= 300 and r.passed, [o for o in r.outcomes if not o.passed][:3]
+    for seat, credit in r.attribution.items():
+        assert "re" not in credit
+        assert credit.get("entity", 0) + credit.get("reply", 0) > 0.9 * sum(credit.values()), \
+            (seat, credit)
+
+
+def test_a_persistent_seat_refused_where_it_cannot_be(tmp_path: Path) -> None:
+    from coworkenv.sim import RunConfigError
+
+    sim = _sim(tmp_path, id="refused",
+               roster=[{"id": "fin", "person": "finops", "policy": "openai:m",
+                        "context": {"budget_tokens": 4000}}],
+               workload=[{"task": "fin-remember-account", "to": "fin", "at": ["d1 09:30"]}])
+    with pytest.raises(RunConfigError, match=r"roster\[0\]\.context\.budget_tokens: 4000 "
+                       r"leaves no room: agent 'fin'.s \d+ functions"):
+        simulate(SimulationConfig(sim, db=tmp_path / "x.db", base_url="http://127.0.0.1:9/v1"))
+    assert not (tmp_path / "x.db").exists()
+    with pytest.raises(RunConfigError, match=r"memory: expected persistent or per_arrival"):
+        simulate(SimulationConfig(sim, db=tmp_path / "x.db", memory="forever"))
