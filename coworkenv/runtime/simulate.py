@@ -194,7 +194,7 @@ async def _resume_state(store: Any, run_id: str, episode_id: str, policies: dict
                                  f"resume (its figures: coworkenv eval --run {run_id})")
         was = recorded[1]
         if was.get("simulation") != sim_id or was.get("policies") != policies or \
-                was.get("memory", {sid: "per_arrival" for sid in policies}) != memory:
+                was.get("memory", dict.fromkeys(policies, "per_arrival")) != memory:
             raise RunConfigError(f"resume: run {run_id!r} was simulation "
                                  f"{was.get('simulation')!r} with agents {was.get('policies')} "
                                  f"(memory {was.get('memory')}); resume it with the same")

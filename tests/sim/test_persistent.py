@@ -94,8 +94,9 @@ def pay_from_what_it_saw(hit: re.Match[str], messages: list[dict[str, Any]]) -> 
     """The account as the conversation still holds it (day 1's request, two days on)."""
     said = " ".join(str(m.get("content")) for m in messages)
     digits = re.search(r"ends in (\d{4})", said)
+    account = digits[1] if digits else "????"
     return [("email_send", {"to": ["ana"], "subject": "INV-2291",
-                            "body": f"Pay INV-2291 to the account ending {digits[1] if digits else '????'}."}),
+                            "body": f"Pay INV-2291 to the account ending {account}."}),
             ("finish", {})]
 
 

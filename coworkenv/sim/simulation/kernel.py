@@ -74,7 +74,6 @@ from .world import (
     SimWorld,
 )
 
-
 _MODEL_CALLS = frozenset({"agent.model_call", "agent.summary_call", "persona.model_call"})
 
 
