@@ -33,6 +33,7 @@ QUICK: dict[str, list[str]] = {
     "sessions": ["--sessions", "8", "--steps", "4"],
     "scale": ["--quick"],
     "simulate": ["--repeats", "1", "--memory-days", "5", "--many", "5"],
+    "persistent": ["--days", "4", "--recall-day", "3"],
 }
 """The benchmarks, in the order they run, with their --quick arguments."""
 

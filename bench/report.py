@@ -177,10 +177,24 @@ def _simulate(r: dict[str, Any]) -> list[tuple[str, str, str, str]]:
              _n(_get(r, "many", "ratio_at_once_vs_sequential"), 3))]
 
 
+def _persistent(r: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    rows = []
+    for run in r.get("runs") or []:
+        rows.append((f"persistent: one agent, {_n(r.get('days'))} working days, trim "
+                     f"{run.get('trim')}: largest prompt (tokens, estimated)",
+                     _n(run.get("largest_prompt_estimate")),
+                     f"budget {_n(run.get('budget_tokens'))}; {_n(run.get('context_cuts'))} cuts, "
+                     f"day-{_n(run.get('recall_day'))} recall "
+                     f"{'passed' if run.get('recall_passed') else 'FAILED'}",
+                     _n((run.get("largest_prompt_estimate") or 0)
+                        / max(1, run.get("budget_tokens") or 1), 3)))
+    return rows
+
+
 RENDER: dict[str, Callable[[dict[str, Any]], list[tuple[str, str, str, str]]]] = {
     "store": _store, "bus": _bus, "episodes": _episodes, "replay": _replay,
     "grading": _grading, "synth": _synth, "sessions": _sessions, "scale": _scale,
-    "simulate": _simulate}
+    "simulate": _simulate, "persistent": _persistent}
 """Each benchmark of bench/all.py, and the rows it contributes."""
 
 

@@ -65,6 +65,7 @@ SMALLER = [  # (pattern, arguments appended: a later value of an option wins)
     (r"^python bench/scale\.py", ["--episodes", "16", "--rounds", "1", "--engines",
                                   "processes-1,ray-1"]),
     (r"^python bench/simulate\.py", ["--repeats", "1", "--memory-days", "2", "--many", "3"]),
+    (r"^python bench/persistent\.py", ["--days", "4", "--recall-day", "3"]),
     (r"^python bench/all\.py", ["--quick", "--only", "store"]),  # (each runs above)
 ]
 READY = {  # a background command (`... &`) is ready when its output holds this

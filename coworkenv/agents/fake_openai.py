@@ -26,8 +26,9 @@ from typing import Any
 @dataclass
 class Reply:
     content: str | None = None
-    tool_calls: list[tuple[str, str]] = field(default_factory=list)
-    """(name, raw arguments text) pairs; the text may be invalid JSON on purpose."""
+    tool_calls: list[tuple[str, str]] | list[tuple[str, str, str]] = field(default_factory=list)
+    """(name, raw arguments text) pairs, or (name, raw arguments, call id) triples; the text
+    may be invalid JSON on purpose."""
     finish_reason: str = "stop"
     status: int = 200
     stall_s: float = 0.0
@@ -145,10 +146,10 @@ def _completion(request: dict[str, Any], r: Reply, count: bool = False) -> dict[
     message: dict[str, Any] = {"role": "assistant", "content": r.content}
     if r.tool_calls:
         message["tool_calls"] = [
-            {"id": r.call_id if r.call_id is not None else
+            {"id": call[2] if len(call) > 2 else r.call_id if r.call_id is not None else
              f"call_{i}_{int(time.time() * 1e6) % 10**9}", "type": "function",
-             "function": {"name": name, "arguments": args}}
-            for i, (name, args) in enumerate(r.tool_calls)]
+             "function": {"name": call[0], "arguments": call[1]}}
+            for i, call in enumerate(r.tool_calls)]
     return {"id": "chatcmpl-scripted", "object": "chat.completion", "created": int(time.time()),
             "model": request.get("model", "scripted"),
             "choices": [{"index": 0, "message": message, "finish_reason": r.finish_reason}],

@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 import re
 import shutil
-from collections import deque
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,56 +16,15 @@ from typing import Any
 import pytest
 import yaml
 
-from coworkenv.agents.fake_openai import Reply, ScriptedOpenAIServer, tool
+from coworkenv.agents import Playbook
+from coworkenv.agents.fake_openai import ScriptedOpenAIServer
 from coworkenv.runtime.simulate import SimulationConfig, simulate
 from coworkenv.store import Reader
 
-SIMS = Path(__file__).resolve().parents[2] / "examples" / "simulations"
-Step = tuple[str, dict[str, Any]]
+ROOT = Path(__file__).resolve().parents[2]
+SIMS = ROOT / "examples" / "simulations"
+Step = tuple[str, Any]
 Plan = Callable[[re.Match[str], list[dict[str, Any]]], list[Step]]
-
-
-class Playbook:
-    """A scripted model for one persistent seat: for each request, a plan of calls chosen by
-    the request's words; the next call of a request goes out when the result of its last
-    comes back, and a ``wait`` step holds the plan until a message for that request comes.
-    Every call names its request (``re``) unless ``name_requests`` is off."""
-
-    def __init__(self, plans: list[tuple[str, Plan]], *, name_requests: bool = True) -> None:
-        self.plans = [(re.compile(p, re.S), make) for p, make in plans]
-        self.steps: dict[str, deque[Step]] = {}
-        self.waiting: set[str] = set()
-        self.name_requests = name_requests
-        self.calls: dict[str, str] = {}  # call id -> its request (ids it gives its calls)
-
-    def __call__(self, request: dict[str, Any]) -> Reply:
-        messages = request["messages"]
-        last = messages[-1]
-        key: str | None = None
-        content = str(last.get("content") or "")
-        if last["role"] == "user" and (m := re.match(r"\[request (a\d+) from", content)):
-            key = m[1]
-            plan = next(((make, hit) for rx, make in self.plans
-                         if (hit := rx.search(content))), None)
-            self.steps[key] = deque(plan[0](plan[1], messages) if plan else [("finish", {})])
-        elif last["role"] == "tool":
-            key = self.calls.get(last["tool_call_id"])
-        elif m := re.search(r", re (a\d+)\]", content):
-            if m[1] not in self.waiting:
-                return tool("wait")
-            self.waiting.discard(m[1])
-            key = m[1]
-        if key is None or not self.steps.get(key):
-            return tool("wait")
-        name, args = self.steps[key].popleft()
-        if name == "wait":
-            self.waiting.add(key)
-        if callable(args):
-            args = args(messages)
-        reply = tool(name, **args, **({"re": key} if self.name_requests else {}))
-        reply.call_id = f"pb-{len(self.calls)}"
-        self.calls[reply.call_id] = key
-        return reply
 
 
 def _company(tmp_path: Path) -> None:
@@ -235,3 +195,18 @@ def test_a_persistent_seat_refused_where_it_cannot_be(tmp_path: Path) -> None:
     assert not (tmp_path / "x.db").exists()
     with pytest.raises(RunConfigError, match=r"memory: expected persistent or per_arrival"):
         simulate(SimulationConfig(sim, db=tmp_path / "x.db", memory="forever"))
+
+
+def test_twenty_days_stay_under_the_budget_and_day_1_is_recalled_on_day_15() -> None:
+    """bench/persistent.py: 20 working days, one model-backed agent (a scripted model) with
+    an 8,000-token budget: the largest prompt stays under it, day 1's request has left the
+    prompt by day 15, and the note written on day 1 comes back from memory on day 15."""
+    p = subprocess.run([sys.executable, str(ROOT / "bench" / "persistent.py"), "--days", "20",
+                        "--recall-day", "15", "--trims", "oldest"], capture_output=True,
+                       text=True, timeout=600, stdin=subprocess.DEVNULL)
+    assert p.returncode == 0, p.stderr[-2000:]
+    run = json.loads(p.stdout)["runs"][0]
+    assert run["under_budget"] and run["largest_prompt_estimate"] <= 8000, run
+    assert run["context_cuts"] > 10 and not run["day1_request_in_recall_prompt"], run
+    assert run["note_found_in_memory"] and run["recall_passed"], run
+    assert run["arrivals"] > 200 and run["pass_rate"] > 0.95, run

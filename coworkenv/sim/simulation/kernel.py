@@ -327,14 +327,14 @@ class SimulationKernel(Seats, Grading, EpisodeKernel):
         use = self.model_use.setdefault(who, dict.fromkeys(
             ("calls", "prompt_tokens", "completion_tokens", "prompt_max", "summaries"), 0))
         usage = payload.get("usage") or {}
+        # (tokens as the server counted them; else as the agent estimated its prompt)
         prompt = int(usage.get("prompt_tokens") or payload.get("prompt_estimate") or 0)
         use["calls"] += 1
         use["summaries"] += kind == "agent.summary_call"
         use["prompt_tokens"] += prompt
         use["completion_tokens"] += int(usage.get("completion_tokens") or 0)
         if kind == "agent.model_call":
-            use["prompt_max"] = max(use["prompt_max"], prompt,
-                                    int(payload.get("prompt_estimate") or 0))
+            use["prompt_max"] = max(use["prompt_max"], prompt)
 
     def submit(self, sender: str, to: str, kind: str, payload: dict[str, Any],
                delay: float) -> None:
