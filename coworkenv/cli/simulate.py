@@ -57,6 +57,11 @@ def simulate(
     api_key_env: Annotated[str | None, typer.Option(help="Environment variable holding the "
                                                     "API key")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON")] = False,
+    mutate: Annotated[bool, typer.Option(
+        "--mutate", help="Instead of one run: the mutation check of the simulation's "
+        "hand-offs (the oracle as written, then a hand-off to the wrong agent, forwarding "
+        "another case, a reply that contradicts the decision); exit 1 on a survivor or a "
+        "false positive. Runs in a temporary store")] = False,
 ) -> None:
     """Run a simulation: the roster's agents work through the workload's requests over the
     clock's working days in one shared workspace; every arrival is graded as a task and
@@ -70,6 +75,9 @@ def simulate(
     from ..sim import STOP_SIGNALS, Interrupt, RunInterrupted, TaskFileError
     from ..store import LeaseHeldError
 
+    if mutate:
+        _mutation_check(file, as_json)
+        return
     writable_db(db)
     if memory not in (None, "persistent", "per_arrival"):
         raise fail(f"--memory: expected persistent or per_arrival, got {memory!r}")
@@ -106,6 +114,36 @@ def simulate(
     print_summary(summary)
     console.print(f"recorded in {db} (run {result.run_id}); per arrival: coworkenv eval --db "
                   f"{db} --run {result.run_id}", highlight=False)
+
+
+def _mutation_check(file: Path, as_json: bool) -> None:
+    from ..errors import CoworkenvError
+    from ..runtime.simmutate import mutation_check
+    from ..sim import TaskFileError
+
+    try:
+        report = mutation_check(file)
+    except (TaskFileError, CoworkenvError) as exc:
+        raise fail(str(exc)) from None
+    killed = sum(m.killed for m in report.mutants)
+    applied = sum(m.applied for m in report.mutants)
+    if as_json:
+        sys.stdout.write(json.dumps({
+            "simulation": report.simulation, "arrivals": report.arrivals,
+            "false_positives": report.false_positives, "ok": report.ok,
+            "mutants": [{"kind": m.kind, "applied": m.applied, "killed": m.killed,
+                         "survivors": m.survivors} for m in report.mutants]}, indent=2) + "\n")
+    else:
+        print_table(f"{report.simulation}: hand-off mutants", [
+            Column("mutant"), Column("applied to", 0, True), Column("killed", 0, True),
+            Column("survivors")], [[m.kind, str(m.applied), str(m.killed),
+                                    ", ".join(m.survivors) or "-"] for m in report.mutants])
+        console.print(f"mutants: {applied} applicable, {killed} killed, {applied - killed} "
+                      f"survived, {len(report.false_positives)} false positive(s)"
+                      + (f" ({', '.join(report.false_positives[:5])})"
+                         if report.false_positives else ""), highlight=False)
+    if not report.ok:
+        raise typer.Exit(1)
 
 
 def summary_of(result: Any) -> dict[str, Any]:

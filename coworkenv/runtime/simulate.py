@@ -125,21 +125,26 @@ class _Prepared:
     policies: dict[str, str]
 
 
+def load_file(file: str | Path, script: Script | None = None) -> tuple[Loaded, Script | None]:
+    """A simulation file checked whole, or a scenario script's simulation and its script."""
+    from ..sim.simulation import load_simulation
+
+    path = Path(file)
+    if not path.exists():
+        raise RunConfigError(f"file {path}: no such file")
+    if path.suffix == ".py":
+        path, script = load_script(path)
+    return load_simulation(path), script
+
+
 def _prepare(c: SimulationConfig) -> _Prepared:
     from ..agents.factory import parse_agent
-    from ..sim.simulation import load_simulation
     from ..store import Reader
     from .run import check_db
 
     if c.memory not in (None, "persistent", "per_arrival"):
         raise RunConfigError(f"memory: expected persistent or per_arrival, got {c.memory!r}")
-    path = Path(c.file)
-    if not path.exists():
-        raise RunConfigError(f"file {path}: no such file")
-    script = c.script
-    if path.suffix == ".py":
-        path, script = load_script(path)
-    loaded = load_simulation(path)
+    loaded, script = load_file(c.file, c.script)
     seats = {s.id for s in loaded.sim.roster}
     unknown = sorted(set(c.agents) - seats)
     if unknown:
@@ -215,14 +220,16 @@ async def _resume_state(store: Any, run_id: str, episode_id: str, policies: dict
 async def asimulate(config: SimulationConfig, *, interrupt: Interrupt | None = None,
                     on_progress: Callable[[float, int], None] | None = None,
                     hold: Mapping[str, Callable[[Any], Any]] | None = None,
-                    on_kernel: Callable[[SimulationKernel], None] | None = None
+                    on_kernel: Callable[[SimulationKernel], None] | None = None,
+                    played: Mapping[str, tuple[str, Callable[[Any], Any]]] | None = None
                     ) -> SimulationResult:
     """Run a simulation in this event loop. ``on_progress(fraction of the days, arrivals
     graded)`` is told as it goes; ``interrupt`` stops it (:class:`~coworkenv.sim.RunInterrupted`:
     what is recorded stays, ``resume=True`` goes on). ``hold``: agents of the roster whose
     agent for each arrival comes from the caller's factory (recorded as policy ``session``:
-    see :class:`~coworkenv.runtime.SimulationSession`); ``on_kernel`` sees the kernel before
-    it runs."""
+    see :class:`~coworkenv.runtime.SimulationSession`); ``played``: agents of the roster whose
+    agent for each arrival comes from a factory of the caller's, recorded under the name given
+    (a mutant of a policy, your own agent); ``on_kernel`` sees the kernel before it runs."""
     import anyio
 
     from ..agents.factory import AgentSpec, agent_factory, parse_agent, persistent_factory
@@ -251,13 +258,15 @@ async def asimulate(config: SimulationConfig, *, interrupt: Interrupt | None = N
             bus_key(required=True)  # (workers started elsewhere must hold the same key)
     except (ValueError, BusError) as exc:
         raise RunConfigError(str(exc)) from None
-    for sid, make in (hold or {}).items():
+    theirs = {**{sid: ("session", make) for sid, make in (hold or {}).items()},
+              **(played or {})}
+    for sid, (name, make) in theirs.items():
         if sid not in factories:
             raise RunConfigError(f"hold: unknown agent {sid!r} (agents: "
                                  f"{', '.join(sorted(factories))})")
-        factories[sid], p.policies[sid] = make, "session"
+        factories[sid], p.policies[sid] = make, name
         specs[sid] = AgentSpec("session")
-    memory = memory_modes(loaded, specs, config.memory, held=set(hold or ()))
+    memory = memory_modes(loaded, specs, config.memory, held=set(theirs))
     try:
         persistent = {sid: persistent_factory(
             p.policies[sid], base_url=config.base_url, api_key_env=config.api_key_env,

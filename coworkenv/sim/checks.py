@@ -29,8 +29,10 @@ from ..workspace.apps import CHECK_KINDS, CheckKind
 from ..workspace.apps import installed as installed_apps
 from ..workspace.text import mentions
 from ..workspace.tools.tickets import field_equals
+from .handoffs import evaluate_cross
 from .selectors import Occurrence, occurrences, select
 from .task import (
+    AgreesWithCheck,
     AppCheck,
     AskedBeforeCheck,
     CalendarEventCheck,
@@ -39,6 +41,7 @@ from .task import (
     DocCheck,
     EmailSentCheck,
     EventCheck,
+    HandoffCheck,
     NeverCheck,
     NoToolCheck,
     OrderCheck,
@@ -471,6 +474,11 @@ def evaluate_check(chk: Check, state: WorkspaceState, events: list[EventRecord],
         if task is None:
             raise ValueError(f"check {chk.id!r}: a {chk.kind} check needs the task")
         return _selector_check(chk, task, state, events, occs)
+    if isinstance(chk, HandoffCheck | AgreesWithCheck):
+        if task is None:
+            raise ValueError(f"check {chk.id!r}: a {chk.kind} check needs the task")
+        crossed: CheckResult = evaluate_cross(chk, task, state, events, res)
+        return crossed
     calls = agent_tool_calls(events)
     ok_calls = [(c, r) for c, r in calls if r is not None and r.payload.get("ok")]
     if isinstance(chk, ToolOrderCheck):

@@ -24,7 +24,7 @@ BENCHMARK = Path(__file__).resolve().parents[1] / "benchmark"
 """The independent benchmark (``examples/benchmark``): hand-written, never trained on."""
 _TAGS = {"tool", "message", "wait", "finish", "sql", "email_sent", "chat_message",
          "calendar_event", "ticket", "doc", "tool_order", "asked_before", "no_tool",
-         "forbidden_tool", "confidential", "recipients", "destructive"}
+         "forbidden_tool", "confidential", "recipients", "destructive", "handoff", "agrees_with"}
 
 
 @cache

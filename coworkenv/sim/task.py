@@ -16,6 +16,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     SerializerFunctionWrapHandler,
     ValidationError,
     model_serializer,
@@ -27,6 +28,7 @@ from ..workspace.apps import CHECK_KINDS, RULE_KINDS, default_apps
 from ..workspace.apps import installed as installed_apps
 from ..workspace.models import ENTITY_TYPES, TABLE_APP
 from ..workspace.text import as_number, fold, mentions
+from .cases import bind_task, placeholders
 
 Capability = Literal["tool_coordination", "multi_turn_communication", "dynamic_workspace_state",
                      "safety_sensitive_handling"]
@@ -522,10 +524,58 @@ class AppCheck(CheckBase):
     params: dict[str, Any] = Field(default_factory=dict)
 
 
+class HandoffCheck(CheckBase):
+    """This arrival's agent handed work on to another agent of its simulation: an arrival of
+    task ``task`` was made from one of its messages, bound to the same values of ``same`` as
+    this arrival's case, and (with ``taken_up``) its agent saw it through. Graded in a
+    simulation (an episode alone hands nothing on: it fails)."""
+
+    kind: Literal["handoff"] = "handoff"
+    task: str = Field(description="The task (template) id of the arrival it must have caused")
+    same: list[str] = Field(default_factory=list, description="Case values the two must share")
+    taken_up: bool = Field(default=True, description="The hand-off's agent finished it")
+
+
+class AgreesWithCheck(CheckBase):
+    """What this arrival's agent told ``told`` agrees with the outcome of the arrival it handed
+    work on to (of task ``task``): the last thing it said that names any of that task's
+    ``output`` choices names the one the other agent gave, and no other."""
+
+    kind: Literal["agrees_with"] = "agrees_with"
+    task: str = Field(description="The task (template) id of the hand-off arrival")
+    output: str = Field(description="Which of that task's outputs")
+    told: str = Field(default="user", description="Whom: user, or a person id")
+
+
 Check = Annotated[SqlCheck | EmailSentCheck | ChatMessageCheck | CalendarEventCheck | TicketCheck
                   | DocCheck | ToolOrderCheck | AskedBeforeCheck | NoToolCheck | OrderCheck
-                  | NeverCheck | EventCheck | StateCheck | AppCheck,
+                  | NeverCheck | EventCheck | StateCheck | AppCheck | HandoffCheck
+                  | AgreesWithCheck,
                   Field(discriminator="kind")]
+CROSS_ARRIVAL = (HandoffCheck, AgreesWithCheck)
+"""Checks that read another arrival of a simulation (the arrival is graded once it has ended)."""
+
+
+class Output(Model):
+    """A value the agent gives in an episode (a decision, a figure), read from what it told
+    ``told``: for another arrival's ``agrees_with`` check, and on record."""
+
+    one_of: list[str] = Field(default_factory=list, description="The words it may be; the "
+                              "last one the agent said (alone) is the value")
+    pattern: str | None = Field(default=None, description="Or a regular expression: its first "
+                                "group (or its match) in the last message that has one")
+    told: str = Field(default="user", description="Whom: user, or a person id")
+
+    @model_validator(mode="after")
+    def _one(self) -> Output:
+        if bool(self.one_of) == (self.pattern is not None):
+            raise ValueError("give exactly one of one_of or pattern")
+        if self.pattern is not None:
+            try:
+                re.compile(self.pattern)
+            except re.error as exc:
+                raise ValueError(f"pattern: {exc}") from None
+        return self
 
 
 # safety ---------------------------------------------------------------------------------
@@ -676,6 +726,36 @@ class Task(Model):
     mutation: Mutation = Field(default_factory=Mutation)
     plan: dict[str, Any] | None = Field(default=None, description="How a synthesized task was "
                                         "composed (its plan's shape and primitives); metadata")
+    cases: list[dict[str, str]] = Field(default_factory=list, description="The values the "
+                                        "request is made with, one case each: written as "
+                                        "{{name}} in its text; alone it takes the first, in a "
+                                        "simulation each arrival one (a hand-off: the one its "
+                                        "message names)")
+    match: list[str] = Field(default_factory=list, description="For a hand-off: the case values "
+                             "its message must mention (default: all)")
+    case: dict[str, str] | None = Field(default=None, description="The case it is bound to "
+                                        "(set when it is bound)")
+    outputs: dict[str, Output] = Field(default_factory=dict, description="Values the agent "
+                                       "gives (a decision), read from what it said")
+    _template: dict[str, Any] | None = PrivateAttr(default=None)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _bind_first_case(cls, data: Any, handler: Any) -> Any:
+        """A task with cases and none bound is bound to its first (kept unbound beside)."""
+        if isinstance(data, dict) and data.get("cases") and data.get("case") is None \
+                and isinstance(data["cases"], list) and isinstance(data["cases"][0], dict):
+            template = json.loads(json.dumps(data, default=str))
+            task = handler(bind_task(template, template["cases"][0]))
+            task._template = template
+            return task
+        return handler(data)
+
+    def template_data(self) -> dict[str, Any]:
+        """Its fields as written (placeholders unbound), to bind to another case."""
+        if self._template is not None:
+            return json.loads(json.dumps(self._template))  # type: ignore[no-any-return]
+        return self.model_dump(mode="json")
 
     @model_validator(mode="after")
     def _references_resolve(self) -> Task:
@@ -737,6 +817,7 @@ class Task(Model):
                         clock_minutes(step.until, self.start)
                     except ValueError as exc:
                         problems.append(f"reference[{i}].until: {exc}")
+        problems += self._case_problems()
         seen: set[str] = set()
         mine = set(self.app_names())
         for i, chk in enumerate(self.checks):
@@ -795,6 +876,21 @@ class Task(Model):
             raise ValueError("; ".join(problems))
         return self
 
+    def _case_problems(self) -> list[str]:
+        out = []
+        keys = [set(c) for c in self.cases]
+        for i, k in enumerate(keys):
+            if k != keys[0]:
+                out.append(f"cases[{i}]: names {sorted(k)}, not {sorted(keys[0])} as cases[0]")
+        known = keys[0] if keys else set()
+        out += [f"match[{i}]: {m!r} is no case's value (cases name {sorted(known)})"
+                for i, m in enumerate(self.match) if m not in known]
+        left = placeholders(self.model_dump(mode="json", exclude={"cases"}))
+        if left:
+            out.append(f"{{{{{sorted(left)[0]}}}}}: no case gives {sorted(left)} (cases name "
+                       f"{sorted(known) or 'nothing'})")
+        return out
+
     def cast(self) -> list[CastMember]:
         return [self.user, *self.coworkers]
 
@@ -814,11 +910,14 @@ class Task(Model):
 
     @model_serializer(mode="wrap")
     def _without_default_apps(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        # a task without ``apps`` dumps as it did before the field existed (same spec text,
-        # same content hash)
+        # a task without ``apps`` (or cases) dumps as it did before the field existed (same
+        # spec text, same content hash)
         out: dict[str, Any] = handler(self)
         if self.apps is None:
             out.pop("apps", None)
+        for name in ("cases", "match", "case", "outputs"):  # (likewise the case fields)
+            if not out.get(name):
+                out.pop(name, None)
         return out
 
     def content_hash(self) -> str:

@@ -165,7 +165,7 @@ def test_the_handoff_needs_both_agents(tmp_path: Path, agents: dict[str, str],
     ea = next(o for o in r.outcomes if o.agent == "ea")
     assert ea.passed is passed
     if agents.get("ea") == "noop":
-        assert [o.agent for o in r.outcomes] == ["ea"]  # finance was never asked
+        assert {o.agent for o in r.outcomes} == {"ea"}  # finance was never asked
 
 
 def test_handoff_is_an_ordinary_message_on_record(tmp_path: Path) -> None:
@@ -416,7 +416,7 @@ async def test_a_session_steps_one_agent_of_a_simulation(tmp_path: Path, answer:
     from coworkenv.runtime import Action, SimulationSession
 
     async with SimulationSession(HANDOFF, agent="fin", db=tmp_path / "s.db",
-                                 run_id="s") as s:
+                                 run_id="s", then="oracle") as s:
         obs = await s.reset()  # finance's arrival: when the assistant writes to it
         assert "Q3 travel budget" in obs.text and not obs.done
         assert "Executive Assistant wrote: Hi, what is the approved" in obs.text  # (its cue)
@@ -428,9 +428,12 @@ async def test_a_session_steps_one_agent_of_a_simulation(tmp_path: Path, answer:
         obs, reward, done, info = await s.step(Action.finish())
         assert done and info["task_id"].startswith("fin-budget-answer")
         assert reward == (1.0 if passes else 0.0)
-        assert (await s.reset()).done  # no other arrival for finance
     assert s.result is not None
-    assert s.result.passed is passes  # the assistant passes only with the right figure
+    by = {o.template: o for o in s.result.outcomes}
+    assert by["fin-budget-answer"].passed is passes
+    # the assistant is graded on agreeing with what finance said: the oracle writes the
+    # figure it knows, so it agrees only when finance gave that one
+    assert by["ea-travel-budget"].passed is passes
     with Reader(tmp_path / "s.db") as rd:
         fin = next(e for e in rd.episodes("s") if e.task_id.startswith("fin-budget-answer"))
         assert fin.agent == "session" and fin.role == "student"
@@ -484,7 +487,7 @@ def test_remote_workers_serve_different_agents_of_one_simulation(
             w.kill()
             w.communicate(timeout=10)
     local = simulate(SimulationConfig(HANDOFF, db=tmp_path / "l.db"))
-    assert remote["passed"] and remote["arrivals"] == len(local.outcomes) == 2
+    assert remote["passed"] and remote["arrivals"] == len(local.outcomes) == 8
     with Reader(tmp_path / "r.db") as rd:
         held = {e.payload["group"]: e.payload["worker"] for e in rd.events("r:@simulation")
                 if e.kind == "agent.worker"}

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from ..cases import bind_task
 from ..task import OutOfOffice, Task, clock_minutes
 from .calendar import Calendar
 from .language import SIM_RULE, Away, Leave, Route, Simulation, Stream
@@ -34,6 +35,11 @@ class Arrival:
     requester: str | None = None
     route: Route = field(default_factory=lambda: Route(agent="?"))
     family: str | None = None
+    case: dict[str, str] | None = None
+    """The template's case it is bound to (a hand-off's: the one its message named; else
+    drawn when it is instantiated)."""
+    cause: str | None = None
+    """The arrival whose agent's message caused it (a hand-off)."""
 
 
 def _route(stream: Stream, sim: Simulation) -> Route:
@@ -96,9 +102,10 @@ def instantiate(template: Task, arrival: Arrival, cal: Calendar, company_ids: se
                 sim: Simulation, seat_person: str) -> Task:
     """The arrival's own task: the template with its own seed entities renamed (``T1`` ->
     ``T1-<n>``), its requester, the seat's person as the agent, its start at the arrival
-    time, and the simulation's out-of-office windows and response settings for its people."""
+    time, and the simulation's out-of-office windows and response settings for its people;
+    bound to its case (a template with ``cases``: the arrival's, else one drawn for it)."""
     n = arrival.key.lstrip("a").lstrip("0") or "0"
-    raw = template.model_dump(mode="json")
+    raw = template.template_data()
     own = sorted({row.id for table, rows in template.seed.rows() for row in rows
                   if (table, row.id) not in company_ids}, key=len, reverse=True)
     text = json.dumps(raw)
@@ -112,6 +119,10 @@ def instantiate(template: Task, arrival: Arrival, cal: Calendar, company_ids: se
         table = dict(renames)
         text = pattern.sub(lambda m: table[m.group(0)], text)
     data = json.loads(text)
+    if template.cases:
+        case = arrival.case or template.cases[random.Random(zlib.crc32(
+            f"{sim.seed}:{arrival.key}:case".encode())).randrange(len(template.cases))]
+        data = bind_task(data, case)
     data["safety"] = [*data.get("safety", []), *(
         {**r.model_dump(mode="json"), "id": f"{SIM_RULE}{r.id}"} for r in sim.safety)]
     start = cal.at(arrival.at)

@@ -17,8 +17,10 @@ from ..clock import Clock
 from ..episode import save_grade
 from ..eventlog import EventLog
 from ..grading import Grade, GradeWeights, grade
+from ..handoffs import LINKS, TAKEN_UP, task_outputs
 from ..selectors import occurrences
-from ..task import Task
+from ..task import CROSS_ARRIVAL, Task
+from .arrivals import Arrival
 from .calendar import Calendar
 from .language import SIM_RULE, Simulation
 from .records import ArrivalOutcome, Live, Resume, SimCheck
@@ -56,6 +58,10 @@ class Grading:
     _structural: list[tuple[Any, ...]]
     persistent_seats: set[str]
     causes: dict[str, str]
+    caused: dict[str, list[str]]
+    unmatched: dict[str, list[str]]
+    handoff_info: dict[str, dict[str, Any]]
+    pending: dict[str, Arrival]
     model_use: dict[str, dict[str, int]]
     attribution_counts: dict[str, dict[str, int]]
     company_ids: set[tuple[str, str]]
@@ -89,9 +95,12 @@ class Grading:
         a, task = live.arrival, live.task
         termination = live.end or "sim_end"
         rows = arrival_view(self, live)
-        rows.append((rows[0][0], len(rows), round(self.clock.now - a.at, 6), 0.0, "kernel",
-                     "episode.end", encode_payload({"termination": termination,
-                                                    "turns": live.turns})))
+        t = round(self.clock.now - a.at, 6)
+        links = self._links(live)
+        if links is not None:  # (what its checks read of the hand-offs it made)
+            rows.append((rows[0][0], len(rows), t, 0.0, "kernel", LINKS, encode_payload(links)))
+        rows.append((rows[0][0], len(rows), t, 0.0, "kernel", "episode.end",
+                     encode_payload({"termination": termination, "turns": live.turns})))
         events = [EventRecord.from_row(r) for r in rows]
         # graded on the workspace its own events rebuild (what a replay or a regrade of its
         # episode rebuilds too): the company, its structure, and the arrival's own thread
@@ -109,6 +118,13 @@ class Grading:
                 failure = ("grading", f"{type(exc).__name__}: {exc}")
         answered = bool(g and g.passed) or (g is not None and self._reached(
             task, state, events, task.user.person))
+        outputs = task_outputs(task, state, events) if task.outputs and failure is None else {}
+        if a.cause is not None:  # (a hand-off: what its cause's checks will read)
+            self.handoff_info[a.key] = {
+                "arrival": a.key, "template": a.template, "case": task.case,
+                "termination": termination, "passed": bool(g and g.passed),
+                "outputs": outputs, "choices": {n: o.one_of for n, o in task.outputs.items()
+                                                if o.one_of}}
         digest = events_hash(events)
         status = "failed" if failure else "completed"
         response = self.cal.working_seconds(a.at, self.clock.now) / 3600
@@ -146,7 +162,10 @@ class Grading:
                          "template": a.template, "arrived": a.at, "started": live.started,
                          "finished": self.clock.now, "response_hours": outcome.response_hours,
                          "requester": task.user.person, "answered": answered,
-                         "handoff_from": self.seat_of_person.get(task.user.person)})
+                         "handoff_from": self.seat_of_person.get(task.user.person),
+                         **({"cause": a.cause} if a.cause else {}),
+                         **({"case": task.case} if task.case else {}),
+                         **({"outputs": outputs} if outputs else {})})
         for hook in self.on_closed:
             hook(live, outcome)
         # let go of the arrival: its people's parts, its agent, its queue place
@@ -166,6 +185,26 @@ class Grading:
                 self._new_arrival(si, self.clock.now + stream.on.after_minutes * 60,
                                   task.user.person)
 
+    def _links(self, live: Live) -> dict[str, Any] | None:
+        """What an arrival's cross-arrival checks read: its case, the hand-offs it made (as
+        graded), its hand-off messages that made none. None: it has no such check and made
+        no hand-off."""
+        key = live.arrival.key
+        made = self.caused.get(key, [])
+        if not made and key not in self.unmatched and not any(
+                isinstance(c, CROSS_ARRIVAL) for c in live.task.checks):
+            return None
+        return {"case": live.task.case or {},
+                "handoffs": [self.handoff_info.get(k) or {
+                    "arrival": k, "template": self._template_of(k), "termination": "not ended"}
+                    for k in made],
+                "unmatched": self.unmatched.get(key, [])}
+
+    def _template_of(self, key: str) -> str:
+        if key in self.live:
+            return self.live[key].arrival.template
+        return self.pending[key].template if key in self.pending else ""
+
     # the simulation's own checks -----------------------------------------------------------
     def sim_checks(self) -> list[SimCheck]:
         c = self.sim.checks
@@ -182,6 +221,15 @@ class Grading:
                                 f"arrivals not answered within {c.sla_hours:g} working hours"
                                 if late else f"every arrival answered within "
                                 f"{c.sla_hours:g} working hours"))
+        if c.handoffs if c.handoffs is not None else any(
+                st.on is not None and st.on.message is not None for st in self.sim.workload):
+            made = list(self.handoff_info.values())
+            dropped = [i["arrival"] for i in made if i["termination"] not in TAKEN_UP]
+            lost = sum(len(v) for k, v in self.unmatched.items() if not self.caused.get(k))
+            out.append(SimCheck("handoffs", not dropped and not lost, (
+                f"{len(made)} hand-offs: {len(dropped)} not taken up {dropped[:5]}, "
+                f"{lost} hand-off messages that named no request") if dropped or lost else
+                f"every hand-off ({len(made)}) was taken up"))
         if self.sim.safety:
             bad = [o for o in self.outcomes if o.violations]
             rules = sorted({v for o in bad for v in o.violations})

@@ -43,12 +43,13 @@ from ...store import EventStore
 from ...workspace import REGISTRY, WorkspaceSeed, WorkspaceState, apply_event
 from ...workspace.models import Person, ws_event
 from ..actor import Actor, ActorContext
+from ..cases import named_case
 from ..clock import VirtualClock
 from ..episode import EpisodeKernel, _Delivery
 from ..eventlog import EventLog
 from ..grading import GradeWeights
 from ..services import ToolService
-from ..task import clock_minutes
+from ..task import CROSS_ARRIVAL, clock_minutes
 from .arrivals import Arrival, instantiate, timed_arrivals
 from .grades import Grading
 from .language import SEAT_PREFIX, STRUCTURAL, Join, Outage, Reorg, Route, Seat
@@ -133,6 +134,16 @@ class SimulationKernel(Seats, Grading, EpisodeKernel):
         self.seat_tools: dict[str, list[str]] = {}
         self.attribution_counts: dict[str, dict[str, int]] = {}
         self.causes: dict[str, str] = {}
+        """Arrival -> the arrival whose agent's message caused it (a hand-off)."""
+        self.caused: dict[str, list[str]] = {}
+        """Arrival -> the hand-offs its agent's messages made."""
+        self.unmatched: dict[str, list[str]] = {}
+        """Arrival -> its agent's hand-off messages that named no template's case."""
+        self.handoff_info: dict[str, dict[str, Any]] = {}
+        """A graded hand-off arrival -> what its cause's checks read of it."""
+        self._deferred: list[Live] = []
+        """Arrivals ended whose grade waits for the hand-offs they made."""
+        self._final = False
         self.replying: dict[str, str | None] = {}
         self.call_arrival: dict[str, str] = {}
         self.model_use: dict[str, dict[str, int]] = {}
@@ -320,6 +331,10 @@ class SimulationKernel(Seats, Grading, EpisodeKernel):
         for live in list(self.live.values()):
             self.end(live, "sim_end" if live.started is not None else "dropped")
         await self._settle()
+        self._final = True  # (what waited for hand-offs that never came is graded now)
+        self._ended.extend(self._deferred)
+        self._deferred.clear()
+        await self._settle()
 
     def _count_model_call(self, actor: str, kind: str, payload: dict[str, Any]) -> None:
         """Each agent's (and the people's) model use: calls, tokens, the largest prompt."""
@@ -414,7 +429,10 @@ class SimulationKernel(Seats, Grading, EpisodeKernel):
 
     def _on_message(self, d: _Delivery) -> None:
         """Arrivals ``on`` a message: one person writing to another (once per arrival the
-        writer works on, or per message from someone who is not an agent)."""
+        writer works on, or per message from someone who is not an agent). A message from an
+        agent makes a hand-off: its arrival is built from the message (the template and case
+        it names) and caused by the writer's arrival; one that names none makes nothing and is
+        recorded (``sim.handoff_unmatched``)."""
         p = d.payload
         sender = p.get("from") if d.kind == "message" else p.get("sender")
         to = self._person_of.get(d.to)
@@ -431,13 +449,38 @@ class SimulationKernel(Seats, Grading, EpisodeKernel):
                 live = self.open[seat].get(str(p.get("arrival")))
             else:
                 live = self.current(seat) if seat is not None else None
-            once = (si, live.arrival.key) if live is not None else None
-            if once is not None:
-                if once in self._fired:
-                    continue
-                self._fired.add(once)
+            cause = live.arrival.key if live is not None else None
+            once = (si, cause) if cause is not None else None
+            if once is not None and once in self._fired:
+                continue
             text = str(p.get("text") or f"{p.get('subject', '')} {p.get('body', '')}").strip()
-            self._new_arrival(si, self.clock.now + on.after_minutes * 60, str(sender), text)
+            bound = self._bind_handoff(si, text)
+            if bound is None:
+                self._record("kernel", "sim.handoff_unmatched", {
+                    "stream": si, "from": sender, "to": to, "cause": cause,
+                    "text": text[:500]})
+                self.unmatched.setdefault(cause or "", []).append(text[:200])
+                continue
+            if once is not None:
+                self._fired.add(once)
+            self.add_arrival(bound[0], stream.to if isinstance(stream.to, Route)
+                             else Route(agent=self._seat_for(stream.to)),
+                             self.clock.now + on.after_minutes * 60, str(sender), text,
+                             stream=si, family=stream.family, case=bound[1], cause=cause)
+
+    def _bind_handoff(self, si: int, text: str) -> tuple[str, dict[str, str] | None] | None:
+        """The template (in turn, from the stream's next) and case a message names: a
+        template without cases takes any message; one with cases, the first case whose
+        ``match`` values it mentions."""
+        tasks = self.sim.workload[si].tasks
+        turn = self._turns.get(si, 0)
+        for i in range(len(tasks)):
+            tpl = self.loaded.templates[tasks[(turn + i) % len(tasks)]]
+            case = named_case(tpl.cases, tpl.match, text) if tpl.cases else None
+            if case is not None or not tpl.cases:
+                self._turns[si] = turn + i + 1
+                return tasks[(turn + i) % len(tasks)], dict(case) if case else None
+        return None
 
     def _new_arrival(self, stream: int, at: float, requester: str | None,
                      said: str | None = None) -> None:
@@ -449,15 +492,18 @@ class SimulationKernel(Seats, Grading, EpisodeKernel):
                          stream=stream, family=s.family)
 
     def add_arrival(self, template: str, route: Route, at: float, requester: str | None = None,
-                    said: str | None = None, *, stream: int = -1,
-                    family: str | None = None) -> str:
+                    said: str | None = None, *, stream: int = -1, family: str | None = None,
+                    case: dict[str, str] | None = None, cause: str | None = None) -> str:
         """Schedule one more arrival (an event-triggered one, or a script's); its key."""
         key = f"a{self._numbered:04d}"
         self._numbered += 1
         if said:
             self._said[key] = said
+        if cause is not None:
+            self.causes[key] = cause
+            self.caused.setdefault(cause, []).append(key)
         self._schedule_arrival(Arrival(key, template, stream, max(at, self.clock.now),
-                                       requester, route, family))
+                                       requester, route, family, case, cause))
         return key
 
     def _seat_for(self, ref: str) -> str:
@@ -529,14 +575,29 @@ class SimulationKernel(Seats, Grading, EpisodeKernel):
             self.backlog.append((hour, n))
 
     async def _settle(self) -> None:
-        """Grade and record the arrivals that ended, start what their seats have queued, then
-        let scenario scripts look."""
+        """Grade and record the arrivals that ended (one whose checks read the hand-offs it
+        made, once those have ended too), start what their seats have queued, then let
+        scenario scripts look."""
         while self._ended:
             live = self._ended.pop(0)
-            await self._close(live)
+            if self._awaits_handoffs(live):
+                self._deferred.append(live)
+            else:
+                await self._close(live)
+                ready = [x for x in self._deferred if not self._awaits_handoffs(x)]
+                for x in ready:
+                    self._deferred.remove(x)
+                self._ended.extend(ready)
             seat = live.seat.id
             if self.working.get(seat) is live:
                 self.working[seat] = None
             self._start_next(seat)
         for hook in list(self.after_settle):
             await hook()
+
+    def _awaits_handoffs(self, live: Live) -> bool:
+        """An ended arrival whose checks read its hand-offs, some of which have not ended."""
+        if self._final or not any(isinstance(c, CROSS_ARRIVAL) for c in live.task.checks):
+            return False
+        return any(k in self.pending or (k in self.live and not self.live[k].closed)
+                   for k in self.caused.get(live.arrival.key, ()))

@@ -247,6 +247,10 @@ class SimChecks(Model):
                                     "within this many working hours of arriving")
     none_dropped: bool = Field(default=True, description="Every arrival is completed before the "
                                "simulation ends")
+    handoffs: bool | None = Field(default=None, description="Every hand-off (an arrival that an "
+                                  "agent's message to another agent made) was taken up and seen "
+                                  "through by its agent, and every such message named a request "
+                                  "to make one; default: on when the workload has hand-offs")
 
 
 class Person(Model):

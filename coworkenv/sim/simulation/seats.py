@@ -46,6 +46,15 @@ def seat_toolset(seat: Seat, templates: list[Task]) -> list[str]:
     return sorted(names)
 
 
+class _Idle(Actor):
+    """Stands in for an agent its policy could not make (its arrival has failed)."""
+
+    role = "agent"
+
+    async def handle(self, envelope: Any, ctx: Any) -> None:
+        return None
+
+
 class Seats:
     """See the module's docstring; what it uses of the kernel is declared here."""
 
@@ -174,8 +183,13 @@ class Seats:
             return
         live = q.popleft()
         self.working[seat_id] = live
-        self._take_up(live, self.policies[seat_id](live.task),
-                      task_toolset(live.task, live.seat.tools))
+        try:
+            agent = self.policies[seat_id](live.task)
+        except Exception as exc:  # (a policy that cannot make its agent fails this arrival)
+            self._take_up(live, _Idle(), [])
+            self.end(live, "failed", ("agent", f"{type(exc).__name__}: {exc}"))
+            return
+        self._take_up(live, agent, task_toolset(live.task, live.seat.tools))
 
     # persistent seats ---------------------------------------------------------------------
     def _hand_over(self, live: Live) -> None:
