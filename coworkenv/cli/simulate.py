@@ -48,6 +48,13 @@ def simulate(
     resume: Annotated[bool, typer.Option(help="Go on with an interrupted simulation (--run-id, "
                                          "else the latest of this simulation in --db)")]
     = False,
+    cast: Annotated[str | None, typer.Option(
+        help="scripted or llm: who plays the people (default: the simulation's cast; llm: "
+             "a model answers as each person's persona from their facts and calendar)")]
+    = None,
+    cast_model: Annotated[str | None, typer.Option(help="The people's model name")] = None,
+    cast_base_url: Annotated[str | None, typer.Option(
+        help="The people's OpenAI-compatible endpoint (default: --base-url)")] = None,
     memory: Annotated[str | None, typer.Option(
         help="persistent (one agent per seat for the whole run, one conversation) or "
              "per_arrival (a new agent for each request) for every agent; default: each "
@@ -83,7 +90,8 @@ def simulate(
         raise fail(f"--memory: expected persistent or per_arrival, got {memory!r}")
     config = SimulationConfig(file, agent=agent, agents=_policies(agents), db=db, bus=bus,
                               run_id=run_id, resume=resume, base_url=base_url,
-                              api_key_env=api_key_env, memory=memory)
+                              api_key_env=api_key_env, memory=memory, cast=cast,
+                              cast_model=cast_model, cast_base_url=cast_base_url)
     stop = Interrupt(STOP_SIGNALS)
     quiet = as_json or not sys.stderr.isatty()
     progress = Progress(TextColumn("simulating"), BarColumn(), TextColumn(

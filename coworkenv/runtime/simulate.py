@@ -56,6 +56,13 @@ class SimulationConfig:
     model_timeout: float = 120.0
     model_concurrency: int = 4
     max_tokens: int = 512
+    cast: str | None = None
+    """scripted | llm for every person (default: the simulation's ``cast``, each person's own
+    ``cast`` winning)."""
+    cast_model: str | None = None
+    cast_base_url: str | None = None
+    """The people's OpenAI-compatible endpoint (default: the agents' ``base_url``)."""
+    cast_api_key_env: str | None = None
     memory: str | None = None
     """persistent | per_arrival for every agent of the roster; default: each seat's own
     ``memory``, else persistent for model-backed policies and per_arrival for the others."""
@@ -144,6 +151,8 @@ def _prepare(c: SimulationConfig) -> _Prepared:
 
     if c.memory not in (None, "persistent", "per_arrival"):
         raise RunConfigError(f"memory: expected persistent or per_arrival, got {c.memory!r}")
+    if c.cast not in (None, "scripted", "llm"):
+        raise RunConfigError(f"cast: expected scripted or llm, got {c.cast!r}")
     loaded, script = load_file(c.file, c.script)
     seats = {s.id for s in loaded.sim.roster}
     unknown = sorted(set(c.agents) - seats)
@@ -232,7 +241,8 @@ async def asimulate(config: SimulationConfig, *, interrupt: Interrupt | None = N
     (a mutant of a policy, your own agent); ``on_kernel`` sees the kernel before it runs."""
     import anyio
 
-    from ..agents.factory import AgentSpec, agent_factory, parse_agent, persistent_factory
+    from ..agents.factory import AgentSpec, agent_factory, endpoint, parse_agent, persistent_factory
+    from ..agents.persona import LLMPerson
     from ..agents.remote import RemoteAgentProxy, RemotePool
     from ..agents.scripted import ScriptedPerson
     from ..bus import BusError
@@ -279,7 +289,22 @@ async def asimulate(config: SimulationConfig, *, interrupt: Interrupt | None = N
     tz = {str(x.get("id")): str(x.get("timezone") or "UTC")
           for x in loaded.company.get("people", [])}
 
+    played_by = cast_modes(loaded, config.cast)
+    cast_ep = None
+    if "llm" in played_by.values():
+        try:
+            cast_ep = endpoint(config.cast_model or "cast", config.cast_base_url or
+                               config.base_url, config.cast_api_key_env or config.api_key_env,
+                               max_tokens=120, timeout=config.model_timeout,
+                               max_concurrency=config.model_concurrency)
+        except ValueError as exc:
+            raise RunConfigError(f"cast_base_url: {exc}") from None
+
     def person(task: Any, member: Any, role: str, agent_person: str) -> Any:
+        if cast_ep is not None and played_by.get(member.person, played_by[""]) == "llm":
+            return LLMPerson(member, tz.get(member.person, "UTC"), role=role,
+                             agent_person=agent_person, endpoint=cast_ep,
+                             instruction=task.instruction)
         return ScriptedPerson(member, tz.get(member.person, "UTC"), role=role,
                               agent_person=agent_person)
 
@@ -352,6 +377,18 @@ async def asimulate(config: SimulationConfig, *, interrupt: Interrupt | None = N
                             events_hash, state_hash, len(kernel._log),
                             kernel.clock.now, time.perf_counter() - t0, kernel.backlog,
                             memory, kernel.model_use, kernel.attribution_counts)
+
+
+def cast_modes(loaded: Loaded, override: str | None) -> dict[str, str]:
+    """Who plays each person: ``override``, else their own ``cast``, else the simulation's
+    (``""``: everyone else)."""
+    if override not in (None, "scripted", "llm"):
+        raise RunConfigError(f"cast: expected scripted or llm, got {override!r}")
+    sim = loaded.sim
+    out = {"": override or sim.cast}
+    for p in sim.people:
+        out[p.person] = override or p.cast or sim.cast
+    return out
 
 
 def memory_modes(loaded: Loaded, specs: Mapping[str, Any], override: str | None,

@@ -241,6 +241,8 @@ class SimulationKernel(Seats, Grading, EpisodeKernel):
                 self.entity_owner.setdefault(str(payload.get("id")), str(tag))
         if kind in _MODEL_CALLS:
             self._count_model_call(actor, kind, payload)
+        elif kind == "persona.invented":
+            self._use("people")["invented"] += 1
         if kind == "fault.injected" and payload.get("failure") == "unavailable":
             # an agent ran into an outage: woken at its end unless it sets its own timer
             d, now = self._handling, self.clock.now
@@ -336,11 +338,15 @@ class SimulationKernel(Seats, Grading, EpisodeKernel):
         self._deferred.clear()
         await self._settle()
 
+    def _use(self, who: str) -> dict[str, int]:
+        return self.model_use.setdefault(who, dict.fromkeys(
+            ("calls", "prompt_tokens", "completion_tokens", "prompt_max", "summaries",
+             "invented"), 0))
+
     def _count_model_call(self, actor: str, kind: str, payload: dict[str, Any]) -> None:
         """Each agent's (and the people's) model use: calls, tokens, the largest prompt."""
         who = actor.removeprefix(SEAT_PREFIX) if actor.startswith(SEAT_PREFIX) else "people"
-        use = self.model_use.setdefault(who, dict.fromkeys(
-            ("calls", "prompt_tokens", "completion_tokens", "prompt_max", "summaries"), 0))
+        use = self._use(who)
         usage = payload.get("usage") or {}
         # (tokens as the server counted them; else as the agent estimated its prompt)
         prompt = int(usage.get("prompt_tokens") or payload.get("prompt_estimate") or 0)

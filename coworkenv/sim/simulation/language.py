@@ -259,6 +259,10 @@ class Person(Model):
     person: str
     persona: str = ""
     response: Response | None = None
+    cast: Literal["scripted", "llm"] | None = Field(
+        default=None, description="Who plays them: scripted (from their facts, to the letter) "
+        "or llm (a model answers as their persona from their facts and calendar); default: "
+        "the simulation's cast")
 
 
 class Simulation(Model):
@@ -278,6 +282,9 @@ class Simulation(Model):
                                      "whole run: every arrival is graded against them too")
     checks: SimChecks = Field(default_factory=SimChecks)
     time: Time = Field(default_factory=Time)
+    cast: Literal["scripted", "llm"] = Field(default="scripted", description="Who plays the "
+                                             "people: scripted, or llm (a model endpoint "
+                                             "given to the run: --cast-base-url)")
 
 
 def simulation_schema() -> dict[str, Any]:
