@@ -2,8 +2,9 @@
 (``responder=Playbook(...)``): for each request the seat is handed, a plan of function calls
 chosen by the request's words; the next call of a request goes out when the result of its last
 comes back, and a ``wait`` step holds the plan until a message or notice for that request
-comes; all requests that can go on get their next call in one reply. Steps are
-``(function name, arguments)``; arguments may be a function of the messages
+comes; a ``wait`` step with ``minutes`` or ``until`` is the model's own wait with a time, and
+the plan goes on when its wake comes (the first of those asleep). All requests that can go on
+get their next call in one reply. Steps are ``(function name, arguments)``; arguments may be a function of the messages
 the model was sent (to use what a call returned, what a person said, what the conversation
 still holds). Every call names its request (``re``) unless ``name_requests`` is off; anything
 it has no plan for gets a ``wait``; a request that offers no functions (a persistent agent
@@ -42,6 +43,7 @@ class Playbook:
         self.plans = [(re.compile(p, re.S), make) for p, make in plans]
         self.steps: dict[str, deque[Step]] = {}
         self.waiting: set[str] = set()
+        self.asleep: deque[str] = deque()
         self.name_requests = name_requests
         self.calls: dict[str, str] = {}
         """Call id (the ids it gives its calls) -> the request it was for, until answered."""
@@ -64,17 +66,21 @@ class Playbook:
                     ready.append(hit[1])
             elif m["role"] == "tool":
                 key = self.calls.pop(str(m.get("tool_call_id")), None)
-                if key is not None and key not in self.waiting:
-                    ready.append(key)
+                if key is not None and key not in self.waiting and key not in self.asleep:
+                    ready.append(key)  # (a wait's own result is no answer)
             elif (hit := re.search(r", re (a\d+)\]", content)) and hit[1] in self.waiting:
                 self.waiting.discard(hit[1])
                 ready.append(hit[1])
+            elif content.startswith("[wake]") and self.asleep:
+                ready.append(self.asleep.popleft())
         calls: list[tuple[str, str, str]] = []
         for key in dict.fromkeys(ready):  # (each request that can go on: its next step)
             if not self.steps.get(key):
                 continue
             name, args = self.steps[key].popleft()
-            if name == "wait":
+            if name == "wait" and isinstance(args, dict) and args:
+                self.asleep.append(key)  # (its own wait with a time: its wake goes on)
+            elif name == "wait":
                 self.waiting.add(key)
             given = args(messages) if callable(args) else args
             self.made += 1

@@ -59,6 +59,9 @@ def simulate(
         help="persistent (one agent per seat for the whole run, one conversation) or "
              "per_arrival (a new agent for each request) for every agent; default: each "
              "seat's own memory, else persistent for model-backed policies")] = None,
+    links_only: Annotated[bool, typer.Option(
+        "--links-only", help="Persistent oracles name no request: each of their actions is "
+        "credited from the workspace's links alone (a check of attribution)")] = False,
     base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint of "
                                                  "model-backed agents")] = None,
     api_key_env: Annotated[str | None, typer.Option(help="Environment variable holding the "
@@ -90,7 +93,8 @@ def simulate(
         raise fail(f"--memory: expected persistent or per_arrival, got {memory!r}")
     config = SimulationConfig(file, agent=agent, agents=_policies(agents), db=db, bus=bus,
                               run_id=run_id, resume=resume, base_url=base_url,
-                              api_key_env=api_key_env, memory=memory, cast=cast,
+                              api_key_env=api_key_env, memory=memory, links_only=links_only,
+                              cast=cast,
                               cast_model=cast_model, cast_base_url=cast_base_url)
     stop = Interrupt(STOP_SIGNALS)
     quiet = as_json or not sys.stderr.isatty()

@@ -124,7 +124,9 @@ def conversation(r: Reader, episode_id: str) -> list[dict[str, Any]]:
 def simulation(r: Reader, run_id: str) -> dict[str, Any]:
     """A simulation's run for its page: the simulation (its clock, agents, checks), every
     arrival (who asked, which agent took it, when it arrived, started and ended, its grade),
-    and the backlog per simulated hour (arrivals waiting or in work)."""
+    the backlog per simulated hour (arrivals waiting or in work), and for persistent agents
+    how their actions were credited to arrivals (counts; the ambiguous and uncredited ones
+    listed) and their model use."""
     sim = r.episode(f"{run_id}:@simulation")  # (a run that is no simulation: a 404)
     start = next((e.payload for e in r.events(sim.episode_id, upto=0)), {})
     grades = {g["episode_id"]: g for g in r.scheduled_episodes(run_id)}
@@ -149,8 +151,13 @@ def simulation(r: Reader, run_id: str) -> dict[str, Any]:
         lo, hi = a["arrived"] or 0.0, a["finished"] or end
         for h in range(int(lo // 3600), min(hours, int(hi // 3600) + 1)):
             backlog[h] += 1
+    episode_of = {a["key"]: a["episode_id"] for a in arrivals}
+    unsure = [{**u, "episode_id": episode_of.get(str(u.get("arrival")))}
+              for u in sim.outcome.get("attribution_unsure", [])]
     return {"run_id": run_id, "simulation": sim.outcome.get("simulation"),
             "status": sim.status, "start": start.get("start"), "days": start.get("days"),
             "agents": start.get("agents", {}), "checks": sim.outcome.get("checks", []),
             "sim_time": sim.sim_time, "arrivals": arrivals,
-            "backlog": [{"hour": h, "open": n} for h, n in enumerate(backlog)]}
+            "backlog": [{"hour": h, "open": n} for h, n in enumerate(backlog)],
+            "attribution": sim.outcome.get("attribution", {}), "unsure": unsure,
+            "model_use": sim.outcome.get("model_use", {})}

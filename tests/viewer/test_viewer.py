@@ -227,11 +227,44 @@ SIMS = ROOT / "examples" / "simulations"
 @pytest.fixture(scope="module")
 def simulation_viewer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
     db = tmp_path_factory.mktemp("simview") / "sim.db"
-    for sim, run in (("week.yaml", "week"), ("handoff.yaml", "handoff")):
+    for sim, run, more in (("week.yaml", "week", []), ("handoff.yaml", "handoff", []),
+                           ("week.yaml", "links", ["--memory", "persistent", "--links-only"])):
         subprocess.run([*CLI, "simulate", str(SIMS / sim), "--db", str(db), "--run-id", run,
-                        "--json"], cwd=ROOT, check=True, capture_output=True)
+                        "--json", *more], cwd=ROOT, check=True, capture_output=True)
+    _unsure_run(db, tmp_path_factory.mktemp("unsure"))
     with serving(db) as base:
         yield base, db
+
+
+def _unsure_run(db: Path, folder: Path) -> None:
+    """A persistent model-backed assistant (a scripted model) with two requests open at once,
+    each of which waits a minute and then notes something that names neither: credited to
+    its focus, among both (run ``unsure``)."""
+    import shutil
+
+    import yaml
+
+    from coworkenv.agents import Playbook
+    from coworkenv.agents.fake_openai import ScriptedOpenAIServer
+    from coworkenv.runtime.simulate import SimulationConfig, simulate
+
+    shutil.copytree(SIMS / "companies", folder / "companies")
+    sim = {"kind": "simulation", "id": "two-open", "company": "northwind",
+           "clock": {"start": "2026-03-02T09:00:00-05:00", "days": 1},
+           "tasks": [str(SIMS / "northwind-requests.yaml")],
+           "roster": [{"id": "ea", "person": "assistant", "policy": "openai:scripted",
+                       "tools": ["memory_write"]}],
+           "workload": [{"tasks": ["ea-ask-budget", "ea-meeting"], "to": "ea",
+                         "at": ["d1 10:00", "d1 10:00"]}]}
+    (folder / "two.yaml").write_text(yaml.safe_dump(sim))
+
+    def plan(hit: object, messages: object) -> list[object]:
+        return [("wait", {"minutes": 1}), ("memory_write", {"key": "todo", "text": "later"}),
+                ("finish", {})]
+    model = Playbook([(r"Ask Maya|See my email", plan)], name_requests=False)
+    with ScriptedOpenAIServer(responder=model) as srv:
+        simulate(SimulationConfig(folder / "two.yaml", db=db, run_id="unsure",
+                                  base_url=srv.base_url))
 
 
 def test_simulation_api(simulation_viewer: tuple[str, Path]) -> None:
@@ -246,6 +279,16 @@ def test_simulation_api(simulation_viewer: tuple[str, Path]) -> None:
     h = get(base, "/api/simulations/handoff")
     fin = next(a for a in h["arrivals"] if a["agent"] == "fin")  # type: ignore[index]
     assert fin["handoff_from"] == "ea" and fin["requester"] == "assistant"
+    assert s["attribution"] == {} and s["unsure"] == []  # type: ignore[index]
+    # persistent agents credited by links alone: every action from an entity or a reply
+    links = get(base, "/api/simulations/links")
+    assert set(links["attribution"]) == {"ea", "it", "fin"}  # type: ignore[index]
+    assert set(links["attribution"]["it"]) == {"entity", "reply"}  # type: ignore[index]
+    # what could not be credited from a link: listed, with the arrival it counted for
+    unsure = get(base, "/api/simulations/unsure")["unsure"]  # type: ignore[index]
+    assert unsure and all(u["tool"] == "memory_write" and u["via"] == "focus"
+                          and len(u["candidates"]) == 2 for u in unsure)
+    assert all(u["episode_id"].endswith(f".{u['arrival']}:0:0") for u in unsure)
     with pytest.raises(urllib.error.HTTPError) as err:  # (a run that is not a simulation)
         urllib.request.urlopen(base + "/api/simulations/nope", timeout=5)
     assert err.value.code == 404
@@ -284,10 +327,19 @@ def test_browser_shows_a_simulation_with_its_backlog(
         page.wait_for_selector("#svg .ev")
         assert page.is_hidden("#simview")
         assert ".a0" in page.inner_text("#title")
+        assert page.is_hidden("#creditrow")  # (no persistent agent in the week)
         # the hand-off simulation draws its hand-off
         page.select_option("#run", "handoff")
         page.click("#simbtn")
         page.wait_for_selector("#simsvg .handoff", state="attached")
+        # persistent agents: how their actions were credited, the unsure ones listed
+        page.select_option("#run", "unsure")
+        page.click("#simbtn")
+        page.wait_for_selector("#unsure tr.unsure")
+        assert page.is_visible("#creditrow") and "focus (ambiguous)" in page.inner_text("#credits")
+        page.click("#unsure tr.unsure >> nth=0")
+        page.wait_for_selector("#svg .ev")
+        assert page.is_hidden("#simview") and ".a0" in page.inner_text("#title")
         browser.close()
     assert (ARTIFACTS / "viewer-simulation.png").stat().st_size > 20_000
 

@@ -64,6 +64,7 @@ class Grading:
     pending: dict[str, Arrival]
     model_use: dict[str, dict[str, int]]
     attribution_counts: dict[str, dict[str, int]]
+    unsure: list[dict[str, Any]]
     company_ids: set[tuple[str, str]]
     entity_rows: dict[str, list[int]]
 
@@ -268,6 +269,7 @@ class Grading:
                     "simulation": self.sim.id, "arrivals": len(self.outcomes),
                     "passed": passed, "wall_time": round(wall, 6),
                     "model_use": self.model_use, "attribution": self.attribution_counts,
+                    "attribution_unsure": self.unsure,
                     "checks": [{"id": c.id, "passed": c.passed, "detail": c.detail}
                                for c in checks]})
         return events_hash, state_hash

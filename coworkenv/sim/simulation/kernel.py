@@ -133,6 +133,7 @@ class SimulationKernel(Seats, Grading, EpisodeKernel):
         self.entity_owner: dict[str, str] = {}
         self.seat_tools: dict[str, list[str]] = {}
         self.attribution_counts: dict[str, dict[str, int]] = {}
+        self.unsure: list[dict[str, Any]] = []
         self.causes: dict[str, str] = {}
         """Arrival -> the arrival whose agent's message caused it (a hand-off)."""
         self.caused: dict[str, list[str]] = {}

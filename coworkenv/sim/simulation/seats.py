@@ -33,6 +33,9 @@ PersistentFactory = Callable[[Seat, Callable[[str], Task]], Actor]
 MEMORY_TOOLS = ("memory_write", "memory_search", "memory_read", "memory_forget")
 """What every persistent seat may call beside its arrivals' tools."""
 _ITS_OWN = frozenset({"agent_finished"})
+UNSURE_KEPT = 500
+"""How many of the ambiguous or uncredited actions the simulation's record lists (all are
+in its log as ``sim.attribution``, and counted)."""
 """Terminations the agent brought about itself (it is not told of them)."""
 
 
@@ -84,6 +87,8 @@ class Seats:
     call_arrival: dict[str, str]
     """A persistent seat's call in flight -> the arrival it was credited to."""
     attribution_counts: dict[str, dict[str, int]]
+    unsure: list[dict[str, Any]]
+    """Actions credited to an arrival among several it could be for, or to none."""
     _persistent_factories: dict[str, PersistentFactory]
     _agents: dict[str, Actor]
     _ended: list[Live]
@@ -230,10 +235,12 @@ class Seats:
         how = credit.via.split(" ", 1)[0] + (" (ambiguous)" if credit.ambiguous else "")
         counts = self.attribution_counts[seat.id]
         counts[how] = counts.get(how, 0) + 1
-        self._record("kernel", "sim.attribution", {
-            "agent": seat.id, "action": kind, "tool": payload.get("tool"),
-            "call_id": payload.get("call_id"), **({"re": re} if re is not None else {}),
-            **credit.record()})
+        record = {"agent": seat.id, "action": kind, "tool": payload.get("tool"),
+                  "call_id": payload.get("call_id"), **({"re": re} if re is not None else {}),
+                  **credit.record()}
+        self._record("kernel", "sim.attribution", record)
+        if (credit.ambiguous or credit.arrival is None) and len(self.unsure) < UNSURE_KEPT:
+            self.unsure.append({"t": self.clock.now, **record})
         return credit
 
     def handing(self, seat_id: str, kind: str, payload: dict[str, Any]) -> None:

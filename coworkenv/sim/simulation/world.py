@@ -120,6 +120,7 @@ class PersistentSeatContext(SeatContext):
         credit = self.sim.attribute(self.seat, kind, to, payload)
         payload = {k: v for k, v in payload.items() if k != "re"}
         live = self.sim.live.get(credit.arrival) if credit.arrival is not None else None
+        payload["credited"] = credit.via  # (on the action: how it was credited)
         if live is not None:
             if not self.sim.take_turn(live):
                 return
