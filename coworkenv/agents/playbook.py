@@ -4,9 +4,9 @@ chosen by the request's words; the next call of a request goes out when the resu
 comes back, and a ``wait`` step holds the plan until a message or notice for that request
 comes; a ``wait`` step with ``minutes`` or ``until`` is the model's own wait with a time, and
 the plan goes on when its wake comes (the first of those asleep). All requests that can go on
-get their next call in one reply. Steps are ``(function name, arguments)``; arguments may be a function of the messages
-the model was sent (to use what a call returned, what a person said, what the conversation
-still holds). Every call names its request (``re``) unless ``name_requests`` is off; anything
+get their next call in one reply. Steps are ``(function name, arguments)``; arguments may be
+a function of the messages the model was sent (to use what a call returned, what a person
+said, what the conversation still holds). Every call names its request (``re``) unless ``name_requests`` is off; anything
 it has no plan for gets a ``wait``; a request that offers no functions (a persistent agent
 asking for a summary of its earlier turns) gets a summary naming the requests it saw.
 
