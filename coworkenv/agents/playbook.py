@@ -6,9 +6,10 @@ comes; a ``wait`` step with ``minutes`` or ``until`` is the model's own wait wit
 the plan goes on when its wake comes (the first of those asleep). All requests that can go on
 get their next call in one reply. Steps are ``(function name, arguments)``; arguments may be
 a function of the messages the model was sent (to use what a call returned, what a person
-said, what the conversation still holds). Every call names its request (``re``) unless ``name_requests`` is off; anything
-it has no plan for gets a ``wait``; a request that offers no functions (a persistent agent
-asking for a summary of its earlier turns) gets a summary naming the requests it saw.
+said, what the conversation still holds). Every call names its request (``re``) unless
+``name_requests`` is off; anything it has no plan for gets a ``wait``; a request that offers
+no functions (a persistent agent asking for a summary of its earlier turns) gets a summary
+naming the requests it saw.
 
 It is what a test or a benchmark lists, not what a model thinks: a deterministic stand-in for a
 model behind the real HTTP path, the real persistent agent, its prompts, cuts and memory.
