@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +58,11 @@ def test_each_handoff_is_built_from_the_message_that_caused_it(tmp_path: Path) -
         assert o["outputs"]["decision"] == asked["case"]["decision"]
     budget = next(o for o in arrivals.values() if o["template"] == "fin-budget-answer")
     assert arrivals[budget["cause"]]["template"] == "ea-travel-budget"
+    # the cross-arrival grades are in the stored episodes: a regrade gives them again
+    p = subprocess.run([sys.executable, "-m", "coworkenv.cli", "regrade", "--db",
+                        str(tmp_path / "h.db"), "--run", "h"], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0 and "regraded 8 episode(s): 0 changed" in p.stdout, p.stderr
 
 
 def test_an_injected_request_does_not_shift_what_finance_receives(tmp_path: Path) -> None:

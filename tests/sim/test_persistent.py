@@ -180,6 +180,17 @@ def test_the_week_with_persistent_oracles_passes_by_links_alone(tmp_path: Path) 
         assert "re" not in credit
         assert credit.get("entity", 0) + credit.get("reply", 0) > 0.9 * sum(credit.values()), \
             (seat, credit)
+    # each arrival's episode replays to the workspace it was graded on, and regrades the same
+    from coworkenv.workspace import replay_events
+
+    with Reader(tmp_path / "s.db") as rd:
+        episodes = [e for e in rd.episodes(r.run_id) if "arrival" in e.outcome]
+        for e in episodes[::20]:
+            assert replay_events(rd.events(e.episode_id)).state_hash() == e.state_hash
+    p = subprocess.run([sys.executable, "-m", "coworkenv.cli", "regrade", "--db",
+                        str(tmp_path / "s.db"), "--run", r.run_id], capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0 and f"regraded {len(episodes)} episode(s): 0 changed" in p.stdout
 
 
 def test_a_persistent_seat_refused_where_it_cannot_be(tmp_path: Path) -> None:
@@ -210,3 +221,24 @@ def test_twenty_days_stay_under_the_budget_and_day_1_is_recalled_on_day_15() -> 
     assert run["context_cuts"] > 10 and not run["day1_request_in_recall_prompt"], run
     assert run["note_found_in_memory"] and run["recall_passed"], run
     assert run["arrivals"] > 200 and run["pass_rate"] > 0.95, run
+
+
+@pytest.mark.parametrize("thinking", ["none", "tokens"])
+def test_simulated_time_passes_while_the_model_thinks(tmp_path: Path, thinking: str) -> None:
+    """``time: {thinking: tokens}``: each call's completion tokens (as the server counts
+    them) times ``seconds_per_token`` pass before the actions it decided."""
+    sim = _sim(tmp_path, id=f"think-{thinking}",
+               roster=[{"id": "fin", "person": "finops", "policy": "openai:scripted",
+                        "tools": ["memory_write", "chat_send_dm"]}],
+               time={"thinking": thinking, "seconds_per_token": 6},
+               workload=[{"task": "fin-remember-account", "to": "fin", "at": ["d1 09:30"]}])
+    playbook = Playbook([(r"Acme Supplies changed their remittance account", remember)])
+    with ScriptedOpenAIServer(responder=playbook, count_tokens=True) as srv:
+        simulate(SimulationConfig(sim, db=tmp_path / "t.db", run_id="t", base_url=srv.base_url))
+    with Reader(tmp_path / "t.db") as rd:
+        log = list(rd.events("t:@simulation"))
+    task = next(e for e in log if e.kind == "task")
+    call = next(e for e in log if e.kind == "agent.model_call")
+    act = next(e for e in log if e.kind == "tool_call" and e.actor == "agent.fin")
+    think = call.payload["usage"]["completion_tokens"] * 6 if thinking == "tokens" else 0
+    assert act.sim_time - task.sim_time == pytest.approx(30 + think)  # (+ action_minutes)
