@@ -202,7 +202,7 @@ def render_action(kind: str, payload: Mapping[str, Any], call_id: str) -> dict[s
                                                            sort_keys=True)}}]}
 
 
-def _response_message(call: Mapping[str, Any]) -> Mapping[str, Any]:
+def response_message(call: Mapping[str, Any]) -> Mapping[str, Any]:
     choices = call["response"].get("choices") or [{"message": {}}]
     message: Mapping[str, Any] = choices[0]["message"]
     return message
@@ -219,7 +219,7 @@ def request_messages(calls: list[Mapping[str, Any]]) -> list[list[dict[str, Any]
         for msg in c["request"]["new_messages"]:
             if msg.get("from_response") and i > 0:
                 # the turn as sent back: the response's, with the ids the agent gave its calls
-                msg = assistant_message(_response_message(calls[i - 1]))
+                msg = assistant_message(response_message(calls[i - 1]))
             new.append(msg)
         convo = convo[: c["request"]["offset"]] + new
         out.append(convo)
@@ -237,7 +237,7 @@ def agent_view(events: Iterable[Any]) -> list[dict[str, Any]]:
     calls = [e.payload for e in events if e.kind == "agent.model_call"]
     if calls:
         out = request_messages(calls)[-1]
-        out.append(assistant_message(_response_message(calls[-1])))
+        out.append(assistant_message(response_message(calls[-1])))
         return out
     messages: list[dict[str, Any]] = []
     n = 0

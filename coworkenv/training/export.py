@@ -18,7 +18,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from ..agents.chat import agent_tools, agent_view, opening, slipped_turns
+from ..agents.chat import (
+    agent_tools,
+    agent_view,
+    assistant_message,
+    opening,
+    response_message,
+    slipped_turns,
+    with_re,
+)
 from ..outputs import atomic_folder, write_folder_manifest
 from ..sim.errors import HeldOutError
 from ..sim.loader import HeldOut, benchmark
@@ -99,6 +107,40 @@ def simulation_agents(r: Reader, run: str | None = None) -> dict[str, str]:
     return {str(e): str(a) for e, a in rows if a is not None}
 
 
+def persistent_calls(r: Reader, run: str) -> dict[str, list[dict[str, Any]]]:
+    """A simulation's persistent model-backed agents: each model call, exactly as sent (its
+    whole prompt rebuilt from the log's records) with its response, under the arrival its
+    actions were credited to (by arrival key). Calls whose actions were credited to none,
+    or that acted not at all (a wait), are left out."""
+    sim = f"{run}:@simulation"
+    convo: dict[str, list[dict[str, Any]]] = {}
+    last: dict[str, dict[str, Any]] = {}
+    tools: dict[str, list[dict[str, Any]]] = {}
+    pending: dict[str, dict[str, Any] | None] = {}
+    out: dict[str, list[dict[str, Any]]] = {}
+    for e in r.events(sim):
+        p = e.payload
+        if e.kind == "task" and str(p.get("to", "")).startswith("agent.") \
+                and p.get("to") not in tools and p.get("tools"):
+            tools[str(p["to"])] = with_re(agent_tools(list(p["tools"])))
+        elif e.kind == "agent.model_call":
+            seat = e.actor
+            new = [assistant_message(response_message(last[seat]))
+                   if m.get("from_response") and seat in last else m
+                   for m in p["request"]["new_messages"]]
+            convo[seat] = convo.get(seat, [])[: p["request"]["offset"]] + new
+            last[seat] = p
+            pending[seat] = {"messages": [*convo[seat], assistant_message(
+                response_message(p))], "tools": tools.get(seat, [])}
+        elif e.kind == "sim.attribution" and p.get("arrival") is not None:
+            seat = "agent." + str(p.get("agent"))
+            call = pending.get(seat)
+            if call is not None:  # (a call's first credited action names its arrival)
+                out.setdefault(str(p["arrival"]), []).append(call)
+                pending[seat] = None
+    return out
+
+
 def export_sft(db: Path, out: Path, *, run: str | None = None, min_score: float = 0.75,
                split_by: SplitBy = "task", eval_fraction: float = 0.2,
                teachers_only: bool = True, held_out: list[str] | None = None,
@@ -115,6 +157,7 @@ def export_sft(db: Path, out: Path, *, run: str | None = None, min_score: float 
         graded = r.graded_episodes(run)
         roles = dict(r.conn.execute("SELECT episode_id, role FROM episodes").fetchall())
         seats = simulation_agents(r)
+        calls: dict[str, dict[str, list[dict[str, Any]]]] = {}
         hashes: dict[tuple[str, str], str] = {}
         for rid in {g["run_id"] for g in graded}:
             for tid, spec in r.task_specs(rid).items():
@@ -138,6 +181,22 @@ def export_sft(db: Path, out: Path, *, run: str | None = None, min_score: float 
                 stats.excluded[f"score < {min_score}"] += 1
                 continue
             events = list(r.events(g["episode_id"]))
+            persistent = _persistent_rows(r, g, calls)
+            if persistent is not None:  # (a persistent model agent's: its own calls)
+                for row in persistent:
+                    digest = hashlib.sha256(json.dumps(row["messages"], sort_keys=True)
+                                            .encode()).hexdigest()
+                    if digest in seen:
+                        continue
+                    seen.add(digest)
+                    key = g["task_id"] if split_by == "task" else g["family"]
+                    rows[_split(key, eval_fraction, frozenset(held_out) if held_out
+                                else None)].append({
+                        **row, "task_id": g["task_id"], "task_hash": task_hash,
+                        "family": g["family"], "episode_id": g["episode_id"],
+                        "agent": seats.get(g["episode_id"]), "run_id": g["run_id"],
+                        "score": g["score"]})
+                continue
             messages = agent_view(events)
             for m in messages:  # arguments as JSON strings, content never missing
                 m.setdefault("content", "")
@@ -165,6 +224,35 @@ def export_sft(db: Path, out: Path, *, run: str | None = None, min_score: float 
         _finish_sft(tmp, stats, db, run, teachers_only, min_score, split_by, held_out,
                     eval_fraction)
     return stats
+
+
+def _persistent_rows(r: Reader, g: dict[str, Any],
+                     calls: dict[str, dict[str, list[dict[str, Any]]]]
+                     ) -> list[dict[str, Any]] | None:
+    """An arrival of a persistent model-backed agent: one row per model call credited to it
+    (its prompt exactly as sent, the response the last message; earlier assistant turns are
+    context, left out of the loss). None: not such an arrival."""
+    ep = r.episode(g["episode_id"])
+    key = ep.outcome.get("arrival")
+    config = (r.run_config(g["run_id"]) or (None, {}))[1]
+    seat = ep.outcome.get("agent")
+    if key is None or (config.get("memory") or {}).get(seat) != "persistent" or \
+            "openai:" not in str((config.get("policies") or {}).get(seat)):
+        return None
+    if g["run_id"] not in calls:
+        calls[g["run_id"]] = persistent_calls(r, g["run_id"])
+    out = []
+    for call in calls[g["run_id"]].get(str(key), []):
+        messages = json.loads(json.dumps(call["messages"]))
+        for m in messages:
+            m.setdefault("content", "")
+            for tc in m.get("tool_calls", []):
+                if not isinstance(tc["function"]["arguments"], str):
+                    tc["function"]["arguments"] = json.dumps(tc["function"]["arguments"])
+        out.append({"messages": messages, "tools": json.dumps(call["tools"]),
+                    "untrained": [i for i, m in enumerate(messages[:-1])
+                                  if m.get("role") == "assistant"]})
+    return out
 
 
 def _finish_sft(out: Path, stats: ExportStats, db: Path, run: str | None, teachers_only: bool,

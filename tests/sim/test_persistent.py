@@ -242,3 +242,33 @@ def test_simulated_time_passes_while_the_model_thinks(tmp_path: Path, thinking: 
     act = next(e for e in log if e.kind == "tool_call" and e.actor == "agent.fin")
     think = call.payload["usage"]["completion_tokens"] * 6 if thinking == "tokens" else 0
     assert act.sim_time - task.sim_time == pytest.approx(30 + think)  # (+ action_minutes)
+
+
+def test_a_persistent_agents_demonstrations_are_its_own_calls_exactly(tmp_path: Path) -> None:
+    """export sft of a persistent model-backed teacher: one row per model call, under the
+    arrival its actions counted for, its prompt exactly what the server was sent."""
+    from coworkenv.training.export import export_sft
+
+    sim = _sim(tmp_path, id="teach",
+               roster=[{"id": "ea", "person": "assistant", "policy": "teacher:openai:scripted",
+                        "tools": ["chat_send_dm", "docs_edit", "email_read",
+                                  "calendar_create_event", "email_reply"]}],
+               people=[{"person": "maya", "response": {"delay_minutes": [20, 20]}}],
+               workload=[{"task": "ea-ask-budget", "to": "ea", "at": ["d1 10:00"]},
+                         {"task": "ea-meeting", "to": "ea", "at": ["d1 10:05"]}])
+    playbook = Playbook([(ASK, ask_maya), (MEETING, book(23))])
+    with ScriptedOpenAIServer(responder=playbook) as srv:
+        r = simulate(SimulationConfig(sim, db=tmp_path / "s.db", run_id="t",
+                                      base_url=srv.base_url))
+        sent = [q["messages"] for q in srv.requests]
+    assert r.passed
+    stats = export_sft(tmp_path / "s.db", tmp_path / "sft", agent="ea", eval_fraction=0.0)
+    rows = [json.loads(x) for x in (tmp_path / "sft" / "train.jsonl").read_text().splitlines()]
+    assert stats.written["train"] == len(rows) >= 6
+    assert {row["task_id"].split(".")[0] for row in rows} == {"ea-ask-budget", "ea-meeting"}
+    for row in rows:
+        prompt = row["messages"][:-1]
+        assert prompt in sent  # (exactly as the server was sent it)
+        assert row["messages"][-1]["role"] == "assistant"
+        assert row["untrained"] == [i for i, m in enumerate(prompt) if m["role"] == "assistant"]
+        assert any(t["function"]["name"] == "docs_edit" for t in json.loads(row["tools"]))
