@@ -42,7 +42,7 @@ def test_the_report_quotes_the_run_with_its_date_load_and_baselines(tmp_path: Pa
     assert cells[3] == f"{store['result']['ratio_single_vs_raw']:,.3f}"
     assert cells[4] == f"{store['load_before'][0]:,.2f}"
     assert any(line.startswith("| replay: events/s") for line in text.splitlines())
-    assert "Not in this run: bus, episodes, grading, synth, sessions, scale, simulate." in text
+    assert "Not in this run: bus, episodes, grading, synth, sessions, scale, simulate, persistent." in text
 
     # a failed benchmark is a row that says so
     report["benchmarks"]["replay"] = {**report["benchmarks"]["replay"], "exit": 1}

@@ -55,6 +55,9 @@ def simulate(
     cast_model: Annotated[str | None, typer.Option(help="The people's model name")] = None,
     cast_base_url: Annotated[str | None, typer.Option(
         help="The people's OpenAI-compatible endpoint (default: --base-url)")] = None,
+    days: Annotated[int | None, typer.Option(
+        help="Run only the first N working days of the clock (fixed-time arrivals and world "
+             "events after them left out): a first look at a long simulation")] = None,
     memory: Annotated[str | None, typer.Option(
         help="persistent (one agent per seat for the whole run, one conversation) or "
              "per_arrival (a new agent for each request) for every agent; default: each "
@@ -66,6 +69,10 @@ def simulate(
                                                  "model-backed agents")] = None,
     api_key_env: Annotated[str | None, typer.Option(help="Environment variable holding the "
                                                     "API key")] = None,
+    max_tokens: Annotated[int, typer.Option(help="Most tokens a model-backed agent's reply "
+                                            "may have")] = 512,
+    model_timeout: Annotated[float, typer.Option(help="Seconds one model call may take before "
+                                                 "it is retried")] = 120.0,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON")] = False,
     mutate: Annotated[bool, typer.Option(
         "--mutate", help="Instead of one run: the mutation check of the simulation's "
@@ -94,6 +101,7 @@ def simulate(
     config = SimulationConfig(file, agent=agent, agents=_policies(agents), db=db, bus=bus,
                               run_id=run_id, resume=resume, base_url=base_url,
                               api_key_env=api_key_env, memory=memory, links_only=links_only,
+                              days=days, max_tokens=max_tokens, model_timeout=model_timeout,
                               cast=cast,
                               cast_model=cast_model, cast_base_url=cast_base_url)
     stop = Interrupt(STOP_SIGNALS)

@@ -63,6 +63,9 @@ class SimulationConfig:
     cast_base_url: str | None = None
     """The people's OpenAI-compatible endpoint (default: the agents' ``base_url``)."""
     cast_api_key_env: str | None = None
+    days: int | None = None
+    """Run only the first working days of the clock (fixed-time arrivals and world events
+    after them left out): a first look at a long simulation."""
     memory: str | None = None
     """persistent | per_arrival for every agent of the roster; default: each seat's own
     ``memory``, else persistent for model-backed policies and per_arrival for the others."""
@@ -132,8 +135,10 @@ class _Prepared:
     policies: dict[str, str]
 
 
-def load_file(file: str | Path, script: Script | None = None) -> tuple[Loaded, Script | None]:
-    """A simulation file checked whole, or a scenario script's simulation and its script."""
+def load_file(file: str | Path, script: Script | None = None, days: int | None = None
+              ) -> tuple[Loaded, Script | None]:
+    """A simulation file checked whole, or a scenario script's simulation and its script;
+    ``days``: its first working days only."""
     from ..sim.simulation import load_simulation
 
     path = Path(file)
@@ -141,7 +146,7 @@ def load_file(file: str | Path, script: Script | None = None) -> tuple[Loaded, S
         raise RunConfigError(f"file {path}: no such file")
     if path.suffix == ".py":
         path, script = load_script(path)
-    return load_simulation(path), script
+    return load_simulation(path, days=days), script
 
 
 def _prepare(c: SimulationConfig) -> _Prepared:
@@ -153,7 +158,7 @@ def _prepare(c: SimulationConfig) -> _Prepared:
         raise RunConfigError(f"memory: expected persistent or per_arrival, got {c.memory!r}")
     if c.cast not in (None, "scripted", "llm"):
         raise RunConfigError(f"cast: expected scripted or llm, got {c.cast!r}")
-    loaded, script = load_file(c.file, c.script)
+    loaded, script = load_file(c.file, c.script, c.days)
     seats = {s.id for s in loaded.sim.roster}
     unknown = sorted(set(c.agents) - seats)
     if unknown:

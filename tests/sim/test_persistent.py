@@ -213,14 +213,15 @@ def test_twenty_days_stay_under_the_budget_and_day_1_is_recalled_on_day_15() -> 
     an 8,000-token budget: the largest prompt stays under it, day 1's request has left the
     prompt by day 15, and the note written on day 1 comes back from memory on day 15."""
     p = subprocess.run([sys.executable, str(ROOT / "bench" / "persistent.py"), "--days", "20",
-                        "--recall-day", "15", "--trims", "oldest"], capture_output=True,
+                        "--recall-day", "15", "--trims", "oldest", "--per-hour", "0.2"],
+                       capture_output=True,
                        text=True, timeout=600, stdin=subprocess.DEVNULL)
     assert p.returncode == 0, p.stderr[-2000:]
     run = json.loads(p.stdout)["runs"][0]
     assert run["under_budget"] and run["largest_prompt_estimate"] <= 8000, run
     assert run["context_cuts"] > 10 and not run["day1_request_in_recall_prompt"], run
     assert run["note_found_in_memory"] and run["recall_passed"], run
-    assert run["arrivals"] > 200 and run["pass_rate"] > 0.95, run
+    assert run["arrivals"] > 150 and run["pass_rate"] > 0.95, run
 
 
 @pytest.mark.parametrize("thinking", ["none", "tokens"])

@@ -31,9 +31,10 @@ class Loaded:
     calendar: Calendar
 
 
-def load_simulation(path: str | Path) -> Loaded:
+def load_simulation(path: str | Path, *, days: int | None = None) -> Loaded:
     """Read and check a simulation file; every problem names the file, the field and the
-    value (:class:`~coworkenv.sim.TaskFileError`)."""
+    value (:class:`~coworkenv.sim.TaskFileError`). ``days``: run only its first working days
+    (see :func:`first_days`)."""
     p = Path(path)
     if not p.is_file():
         raise TaskFileError(str(p), ["no such file"])
@@ -55,7 +56,39 @@ def load_simulation(path: str | Path) -> Loaded:
         sim = Simulation.model_validate(raw)
     except ValidationError as exc:
         raise TaskFileError(str(p), [x for e in exc.errors() for x in _describe(e)]) from None
+    if days is not None:
+        sim = first_days(sim, days, str(p))
     return check_simulation(sim, p)
+
+
+def first_days(sim: Simulation, days: int, where: str) -> Simulation:
+    """The simulation over its first ``days`` working days only (a first look at a long
+    one): its clock shortened, and the fixed-time arrivals and world events that fall after
+    them left out (a stream whose times all do, with them)."""
+    if not 1 <= days <= sim.clock.days:
+        raise TaskFileError(where, [f"days: {days} is not within the clock's 1 to "
+                                    f"{sim.clock.days} working days"])
+    cal = Calendar(sim.clock.start, days, sim.clock.hours)
+
+    def inside(text: str) -> bool:
+        try:
+            cal.seconds(text)
+            return True
+        except ValueError:
+            return False
+
+    workload = []
+    for st in sim.workload:
+        if st.at:
+            kept = [t for t in st.at if inside(t)]
+            if not kept:
+                continue
+            st = st.model_copy(update={"at": kept})
+        workload.append(st)
+    events = [ev for ev in sim.events if all(inside(str(getattr(ev, f))) for f in
+                                             ("start", "end", "at") if hasattr(ev, f))]
+    return sim.model_copy(update={"clock": sim.clock.model_copy(update={"days": days}),
+                                  "workload": workload or sim.workload[:0], "events": events})
 
 
 def check_simulation(sim: Simulation, path: Path) -> Loaded:
