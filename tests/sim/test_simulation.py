@@ -49,8 +49,15 @@ def test_the_week_is_a_company_of_at_least_25_people_and_3_agents() -> None:
     assert {"outage", "out_of_office"} <= kinds
 
 
+WEEK_HASHES = {"oracle": "0cf29e8c902f4ae8359c065c5a7a558dc866b9860beeef3173d4cca1fe76ad0a",
+               "noop": "e5b867d9addc7342e7caf34ee2c84050fbde6aed6ae552489991a423cc637465"}
+"""The week's events hash with per-arrival scripted seats, as it was before persistent seats,
+hand-offs and working-time limits came (none of them changes a per-arrival scripted week)."""
+
+
 def test_week_oracle_passes_every_arrival_and_the_sla(tmp_path: Path) -> None:
     r = simulate(SimulationConfig(WEEK, agent="oracle", db=tmp_path / "s.db", run_id="w"))
+    assert r.events_hash == WEEK_HASHES["oracle"]
     assert len(r.outcomes) >= 300
     assert {o.agent for o in r.outcomes} == {"ea", "it", "fin"}
     assert all(o.passed for o in r.outcomes), [o for o in r.outcomes if not o.passed][:3]
@@ -96,6 +103,7 @@ def test_longer_weeks_pass_with_the_oracle(tmp_path: Path, days: int) -> None:
 
 def test_week_noop_fails_every_arrival_and_the_sla(tmp_path: Path) -> None:
     r = simulate(SimulationConfig(WEEK, agent="noop", db=tmp_path / "s.db"))
+    assert r.events_hash == WEEK_HASHES["noop"]
     assert len(r.outcomes) >= 300
     assert not any(o.passed for o in r.outcomes)
     assert {c.id: c.passed for c in r.checks}["sla"] is False
