@@ -183,7 +183,7 @@ def llama_server() -> object:
         [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias",
          "smollm2", "--host", "127.0.0.1", "--port", str(port), "--chat_format",
          "chatml-function-calling", "--n_threads", threads, "--n_threads_batch", threads, "--n_ctx",
-         "8192", "--interrupt_requests", "False"], stdout=log, stderr=subprocess.STDOUT,
+         "4096", "--interrupt_requests", "False"], stdout=log, stderr=subprocess.STDOUT,
         env={**os.environ, "OMP_NUM_THREADS": threads})
     wait_for_port(proc, port, log=Path(log.name))
     yield f"http://127.0.0.1:{port}/v1"

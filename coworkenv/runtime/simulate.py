@@ -436,8 +436,9 @@ def check_budgets(loaded: Loaded, memory: Mapping[str, str], specs: Mapping[str,
         if fixed * 2 > budget:
             raise RunConfigError(
                 f"roster[{i}].context.budget_tokens: {budget} leaves no room: agent "
-                f"{seat.id!r}'s {len(names)} functions and system prompt take about {fixed} "
-                f"tokens; raise it to {fixed * 2} or more, or give the seat fewer `tools`")
+                f"{seat.id!r} has {len(names)} functions, which with its system prompt take "
+                f"about {fixed} tokens; raise it to {fixed * 2} or more, or give the seat "
+                "fewer `tools`")
 
 
 def _remote_factory(pool: Any, run_id: str, group: str, proxy: Any) -> Callable[[Any], Any]:

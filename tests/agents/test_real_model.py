@@ -97,40 +97,22 @@ def test_the_llm_persona_answers_from_the_real_model(tmp_path: Path, llama_serve
     assert any(said[0] in json.dumps(m) for m in srv.requests[1]["messages"])
 
 
-def test_a_simulation_with_a_persistent_model_agent_and_model_played_people(
-        tmp_path: Path, llama_server: str) -> None:
-    """The bundled model plays both a persistent agent (one conversation over the day, under
-    its budget) and the people it writes to (cast: llm), end to end: every model answer is on
-    record, every arrival graded (whatever the small model managed)."""
-    import shutil
-
-    import yaml
-
-    sims = ROOT / "examples" / "simulations"
-    shutil.copytree(sims / "companies", tmp_path / "companies")
-    sim = {"kind": "simulation", "id": "small-model-day", "company": "northwind",
-           "clock": {"start": "2026-03-02T09:00:00-05:00", "days": 1}, "cast": "llm",
-           "tasks": [str(sims / "northwind-requests.yaml")],
-           "roster": [{"id": "ea", "person": "assistant", "policy": "openai:smollm2",
-                       "tools": ["chat_send_dm", "docs_edit"],
-                       "context": {"budget_tokens": 3000}}],
-           "workload": [{"task": "ea-ask-budget", "to": "ea", "at": ["d1 10:00"]},
-                        {"task": "ea-share", "to": "ea", "at": ["d1 10:30"]}]}
-    (tmp_path / "day.yaml").write_text(yaml.safe_dump(sim))
-    out = subprocess.run([*CLI, "simulate", str(tmp_path / "day.yaml"), "--base-url",
-                          llama_server, "--cast-model", "smollm2", "--max-tokens", "64",
-                          "--db", str(tmp_path / "s.db"), "--run-id", "m", "--json"],
+def test_a_simulation_whose_people_the_bundled_model_plays(tmp_path: Path,
+                                                           llama_server: str) -> None:
+    """cast: llm on the bundled model: the hand-off example's people (Elena, Bea) answer the
+    agents (the oracle) in the small model's words, end to end; every persona call is on
+    record, every arrival graded."""
+    out = subprocess.run([*CLI, "simulate", "examples/simulations/handoff.yaml", "--cast",
+                          "llm", "--cast-base-url", llama_server, "--cast-model", "smollm2",
+                          "--db", str(tmp_path / "s.db"), "--run-id", "c", "--json"],
                          cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr[-3000:]
     summary = json.loads(out.stdout)
-    assert summary["arrivals"] == 2
-    ea = summary["by_agent"]["ea"]
-    assert ea["memory"] == "persistent" and ea["model_calls"] >= 2
-    assert 0 < ea["prompt_max"] <= 3000
+    assert summary["arrivals"] == 8
     with Reader(tmp_path / "s.db") as r:
-        log = list(r.events("m:@simulation"))
-        graded = r.scheduled_episodes("m")
-    assert len(graded) == 2 and all(g["score"] is not None for g in graded)
-    calls = [e.payload for e in log if e.kind == "agent.model_call"]
-    assert calls and all(c["usage"]["prompt_tokens"] > 100 for c in calls)
-    assert any(e.kind == "sim.attribution" for e in log)
+        log = list(r.events("c:@simulation"))
+        graded = r.scheduled_episodes("c")
+    said = [e.payload for e in log if e.kind == "persona.model_call"]
+    assert said and all(p["request"]["model"] == "smollm2" and p["reply"] for p in said)
+    assert {p["person"] for p in said} >= {"elena"}
+    assert len(graded) == 8 and all(g["score"] is not None for g in graded)

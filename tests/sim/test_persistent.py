@@ -201,7 +201,7 @@ def test_a_persistent_seat_refused_where_it_cannot_be(tmp_path: Path) -> None:
                         "context": {"budget_tokens": 4000}}],
                workload=[{"task": "fin-remember-account", "to": "fin", "at": ["d1 09:30"]}])
     with pytest.raises(RunConfigError, match=r"roster\[0\]\.context\.budget_tokens: 4000 "
-                       r"leaves no room: agent 'fin'.s \d+ functions"):
+                       r"leaves no room: agent 'fin' has \d+ functions"):
         simulate(SimulationConfig(sim, db=tmp_path / "x.db", base_url="http://127.0.0.1:9/v1"))
     assert not (tmp_path / "x.db").exists()
     with pytest.raises(RunConfigError, match=r"memory: expected persistent or per_arrival"):

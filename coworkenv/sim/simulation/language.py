@@ -58,7 +58,8 @@ class Seat(Model):
     role: str = Field(default="", description="What it does (arrivals may be routed by role)")
     policy: str = Field(default="oracle", description=POLICIES)
     tools: list[str] | None = Field(default=None, description="Tools or apps it may use "
-                                    "(default: each arrival's own toolset)")
+                                    "(default: each arrival's own toolset; a persistent "
+                                    "seat's: all its arrivals' and the memory app's)")
     queues: list[str] = Field(default_factory=list, description="Work queues it takes "
                               "arrivals from")
     action_minutes: float = Field(default=0.5, ge=0, description="Simulated minutes each of "

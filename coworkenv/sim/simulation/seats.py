@@ -40,12 +40,14 @@ in its log as ``sim.attribution``, and counted)."""
 
 
 def seat_toolset(seat: Seat, templates: list[Task]) -> list[str]:
-    """A persistent seat's tools: every tool its arrivals may offer (its own ``tools``, else
-    each template's), and memory."""
+    """A persistent seat's tools: its own ``tools`` as given (the ``memory`` app, or some of
+    its tools, among them for its notes), else every tool its arrivals may offer and
+    memory's."""
     names: set[str] = set()
     for t in templates:
         names.update(task_toolset(t, seat.tools))
-    names.update(n for n in MEMORY_TOOLS if n in REGISTRY)
+    if seat.tools is None:
+        names.update(n for n in MEMORY_TOOLS if n in REGISTRY)
     return sorted(names)
 
 
