@@ -30,9 +30,9 @@ SKIP = [  # (pattern, why it is not run here)
     (r"^pip install ", "the environment under test is the one scripts/test.sh installs"),
     (r"^python -m llama_cpp\.server", "the local model server: the `model` tests start it"),
     (r"^python bench/episodes\.py --agent openai", "needs that model server"),
-    (r"^coworkenv simulate .*--base-url http://127\.0\.0\.1:8080", "the bundled model's server, "
-     "started just above: tests/agents/test_real_model.py runs a simulation of persistent "
-     "agents and model-played people against it"),
+    (r"^coworkenv simulate .*http://127\.0\.0\.1:8080", "the bundled model's server, started "
+     "just above: tests/agents/test_real_model.py runs its people in a simulation; the "
+     "persistent agents on it are minutes a day (the guide gives the figures)"),
     (r"^coworkenv synth .*--generator openai", "a model writes the plans; tests/synth/ drives "
      "this path with a scripted model server"),
     (r"^python bench/tau2_agreement\.py", "needs tau2-bench in its own Python 3.12 venv; "

@@ -134,6 +134,21 @@ def with_re(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def bounded_strings(tools: list[dict[str, Any]], most: int) -> list[dict[str, Any]]:
+    """Functions whose string arguments without a ``maxLength`` get ``most`` as theirs."""
+    def bound(schema: Any) -> Any:
+        if isinstance(schema, dict):
+            out = {k: bound(v) for k, v in schema.items()}
+            if out.get("type") == "string" and "maxLength" not in out and "enum" not in out:
+                out["maxLength"] = most
+            return out
+        if isinstance(schema, list):
+            return [bound(x) for x in schema]
+        return schema
+    return [{**t, "function": {**t["function"], "parameters": bound(
+        t["function"].get("parameters", {}))}} for t in tools]
+
+
 def estimate_tokens(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> int:
     """A prompt's size in tokens, estimated from its characters (3 a token: conservative for
     English prose, about right for JSON), messages and function schemas together."""

@@ -29,6 +29,7 @@ from .chat import (
     WAIT_RESULT,
     agent_tools,
     assistant_message,
+    bounded_strings,
     opening,
     render_incoming,
     wake_delay,
@@ -63,6 +64,12 @@ class Endpoint:
     max_concurrency: int = 8
     temperature: float = 0.0
     max_tokens: int = 512
+    max_arg_chars: int | None = None
+    """A length the functions' string arguments are declared to have at most (``maxLength``
+    in their schemas, where they name none): servers that constrain tool calls by their
+    schema (llama-cpp-python) then stop there. Its chatml-function-calling handler writes a
+    call's arguments without a token limit (measured: thousands of tokens, minutes a call,
+    for the bundled small model); with 300 a call took 2 s. None: the schemas as they are."""
     client: openai.AsyncOpenAI = field(init=False)
     limit: anyio.Semaphore = field(init=False)
     calls: int = 0
@@ -215,7 +222,9 @@ class OpenAIAgent(Actor):
         # a fixed sampling seed per episode (its trial's): with greedy decoding by default,
         # two runs of one checkpoint differ only where the server is not deterministic, so a
         # comparison of two checkpoints is of their weights
-        return {"model": self.endpoint.model, "messages": self.messages, "tools": self.tools,
+        tools = self.tools if self.endpoint.max_arg_chars is None else \
+            bounded_strings(self.tools, self.endpoint.max_arg_chars)
+        return {"model": self.endpoint.model, "messages": self.messages, "tools": tools,
                 "tool_choice": "auto", "temperature": self.endpoint.temperature,
                 "max_tokens": self.endpoint.max_tokens, "seed": seed % 2**31}
 

@@ -73,6 +73,10 @@ def simulate(
                                             "may have")] = 512,
     model_timeout: Annotated[float, typer.Option(help="Seconds one model call may take before "
                                                  "it is retried")] = 120.0,
+    max_arg_chars: Annotated[int | None, typer.Option(
+        help="Declare the agents' string arguments at most this long (maxLength in their "
+             "function schemas): a server that constrains tool calls by their schema "
+             "(llama-cpp-python) stops there; with the bundled model, 300")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON")] = False,
     mutate: Annotated[bool, typer.Option(
         "--mutate", help="Instead of one run: the mutation check of the simulation's "
@@ -102,6 +106,7 @@ def simulate(
                               run_id=run_id, resume=resume, base_url=base_url,
                               api_key_env=api_key_env, memory=memory, links_only=links_only,
                               days=days, max_tokens=max_tokens, model_timeout=model_timeout,
+                              max_arg_chars=max_arg_chars,
                               cast=cast,
                               cast_model=cast_model, cast_base_url=cast_base_url)
     stop = Interrupt(STOP_SIGNALS)

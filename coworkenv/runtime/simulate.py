@@ -56,6 +56,10 @@ class SimulationConfig:
     model_timeout: float = 120.0
     model_concurrency: int = 4
     max_tokens: int = 512
+    max_arg_chars: int | None = None
+    """Declare model-backed agents' string arguments at most this long (their schemas'
+    ``maxLength``): a bound a schema-constrained server stops at (see
+    :attr:`~coworkenv.agents.Endpoint.max_arg_chars`)."""
     cast: str | None = None
     """scripted | llm for every person (default: the simulation's ``cast``, each person's own
     ``cast`` winning)."""
@@ -265,7 +269,8 @@ async def asimulate(config: SimulationConfig, *, interrupt: Interrupt | None = N
             sid: agent_factory(pol, base_url=config.base_url, api_key_env=config.api_key_env,
                                timeout=config.model_timeout,
                                max_concurrency=config.model_concurrency,
-                               max_tokens=config.max_tokens)
+                               max_tokens=config.max_tokens,
+                               max_arg_chars=config.max_arg_chars)
             for sid, pol in p.policies.items() if sid not in remote}
         if remote and isinstance(config.bus, str) and config.bus.startswith("mqtt"):
             from ..bus import bus_key
@@ -286,7 +291,8 @@ async def asimulate(config: SimulationConfig, *, interrupt: Interrupt | None = N
         persistent = {sid: persistent_factory(
             p.policies[sid], base_url=config.base_url, api_key_env=config.api_key_env,
             links_only=config.links_only, timeout=config.model_timeout,
-            max_concurrency=config.model_concurrency, max_tokens=config.max_tokens)
+            max_concurrency=config.model_concurrency, max_tokens=config.max_tokens,
+            max_arg_chars=config.max_arg_chars)
             for sid, mode in memory.items() if mode == "persistent"}
     except ValueError as exc:
         raise RunConfigError(str(exc)) from None
