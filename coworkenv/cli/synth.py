@@ -361,6 +361,14 @@ def validate(
             raise fail(f"{path}: no such file or folder")
         if path.is_dir() and not task_files(path):
             raise fail(f"{path}: a folder without task files (.yaml, .yml, .json, .jsonl)")
+    sims = [p for p in files if is_simulation_file(p)]
+    sims_bad = sum(not _validate_simulation(p) for p in sims)
+    files = [p for p in files if p not in sims]
+    if not files:
+        console.print(f"{len(sims) - sims_bad} of {len(sims)} simulation(s) valid")
+        if sims_bad:
+            raise typer.Exit(1)
+        return
     for f in (f for path in files for f in task_files(path)):
         try:
             items += read_task_items(f, lenient=True)
@@ -402,9 +410,43 @@ def validate(
         as_json.parent.mkdir(parents=True, exist_ok=True)
         with atomic_file(as_json) as out:
             out.write(json.dumps([r.to_json() for r in reports], indent=2))
-    console.print(f"{len(reports) - bad} of {len(reports)} task(s) valid")
-    if bad:
+    console.print(f"{len(reports) - bad} of {len(reports)} task(s) valid"
+                  + (f"; {len(sims) - sims_bad} of {len(sims)} simulation(s)" if sims else ""))
+    if bad or sims_bad:
         raise typer.Exit(1)
+
+
+def is_simulation_file(path: Path) -> bool:
+    """A YAML file that says ``kind: simulation``."""
+    from ..sim.loader import _SIMULATION
+
+    return path.is_file() and path.suffix in (".yaml", ".yml") and bool(
+        _SIMULATION.search(path.read_text(errors="replace")[:4096]))
+
+
+def _validate_simulation(path: Path) -> bool:
+    """A simulation file checked whole as ``simulate`` checks it (its language, templates,
+    company, times, people): one line saying what it holds, or each problem."""
+    from ..sim import TaskFileError
+    from ..sim.simulation import load_simulation, timed_arrivals
+
+    try:
+        loaded = load_simulation(path)
+    except TaskFileError as exc:
+        for p in exc.problems:
+            console.print(f"[red]rejected[/red] {escape(str(path))}: {escape(p)}",
+                          highlight=False)
+        return False
+    sim = loaded.sim
+    timed = len(timed_arrivals(sim, loaded.calendar))
+    caused = sum(1 for s in sim.workload if s.on is not None)
+    console.print(f"simulation {sim.id} ({path}): valid: {len(loaded.templates)} request "
+                  f"templates, {len(sim.roster)} agents, {sim.clock.days} working "
+                  f"day{'s' if sim.clock.days != 1 else ''}, "
+                  f"{timed} timed arrivals (about {timed / sim.clock.days:.0f} a day)"
+                  + (f" and {caused} stream(s) of arrivals caused by events" if caused else ""),
+                  highlight=False)
+    return True
 
 
 def _mutation_table(reports: list[Any]) -> None:

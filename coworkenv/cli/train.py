@@ -54,6 +54,14 @@ def export_sft_cmd(
     with open_reader(db, checked=True) as r:
         if run_id is not None:
             run_id = known_run(r, run_id, db) if run_id is not None else None
+        if agent is not None:  # (named before any work: a typo is one line, at once)
+            from ..training.export import simulation_agents
+
+            known = sorted(set(simulation_agents(r, run_id).values()))
+            if agent not in known:
+                raise fail(f"--agent: no arrival {'of run ' + run_id + ' ' if run_id else ''}"
+                           f"was handled by agent {agent!r} (agents: "
+                           f"{', '.join(known) or 'none: no simulation in the store'})")
     try:
         st = export_sft(db, out, run=run_id, min_score=min_score, split_by=split_by,  # type: ignore[arg-type]
                         eval_fraction=eval_fraction, teachers_only=not all_roles,

@@ -223,6 +223,11 @@ def read_task_items(path: str | Path, *, lenient: bool = False,
                 else [(str(p), data)]
         else:
             raise TaskFileError(str(p), ["expected a .yaml, .yml, .json or .jsonl file"])
+        if len(items) == 1 and isinstance(items[0][1], dict) and \
+                items[0][1].get("kind") == "simulation":
+            raise TaskFileError(str(p), [
+                "a simulation file (kind: simulation), not tasks: `coworkenv simulate "
+                f"{p}` runs it, `coworkenv validate {p}` checks it"])
     except json.JSONDecodeError as exc:
         raise TaskFileError(str(p), [f"not JSON: {exc.msg} at line {exc.lineno}"]) from None
     except yaml.YAMLError as exc:

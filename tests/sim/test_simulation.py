@@ -252,6 +252,32 @@ def test_bad_input_is_one_line_naming_file_field_value(tmp_path: Path, change: d
     assert not db.exists()  # nothing written
 
 
+def test_validate_knows_simulation_files(tmp_path: Path) -> None:
+    """`coworkenv validate` checks a simulation file as `simulate` would (one line saying what
+    it holds), names the field of a broken copy, and a simulation given where tasks are
+    expected is one line, not a traceback."""
+    ok = cli("validate", str(WEEK), str(HANDOFF))
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "simulation northwind-week" in ok.stdout and "332 timed arrivals" in ok.stdout
+    assert "2 of 2 simulation(s) valid" in ok.stdout
+    bad = _variant(tmp_path, {"workload.1.to": "helpdsk"})
+    p = cli("validate", str(bad))
+    assert p.returncode == 1 and "workload[1].to: unknown agent 'helpdsk'" in p.stdout
+    run = cli("run", "--tasks", str(WEEK), "--db", str(tmp_path / "r.db"))
+    lines = [x for x in run.stderr.splitlines() if x.strip()]
+    assert run.returncode == 2 and len(lines) == 1 and "a simulation file (kind: simulation)" \
+        in lines[0], run.stderr
+
+
+def test_an_unknown_export_agent_is_named_before_any_work(tmp_path: Path) -> None:
+    simulate(SimulationConfig(HANDOFF, db=tmp_path / "h.db", run_id="h"))
+    p = cli("export", "sft", "--db", str(tmp_path / "h.db"), "--out", str(tmp_path / "o"),
+            "--agent", "finn")
+    assert p.returncode == 2 and "--agent: no arrival was handled by agent 'finn' " \
+        "(agents: ea, fin)" in p.stderr
+    assert not (tmp_path / "o").exists()
+
+
 def test_unknown_agent_override_is_refused(tmp_path: Path) -> None:
     p = cli("simulate", str(HANDOFF), "--agents", "hr=noop", "--db", str(tmp_path / "x.db"))
     assert p.returncode == 2 and "--agents: unknown agent 'hr'" in p.stderr

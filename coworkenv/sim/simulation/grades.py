@@ -213,8 +213,9 @@ class Grading:
         if c.none_dropped:
             dropped = [o.key for o in self.outcomes if o.termination in ("dropped", "sim_end")]
             out.append(SimCheck("none_dropped", not dropped,
-                                f"{len(dropped)} arrivals not completed" if dropped
-                                else "every arrival completed"))
+                                f"{len(dropped)} arrivals never ended (cut by the "
+                                "simulation's end, or never taken up)" if dropped
+                                else "every arrival ended (passed or not)"))
         if c.sla_hours is not None:
             late = [o for o in self.outcomes if o.termination != "agent_finished"
                     or not o.answered or o.response_hours > c.sla_hours]

@@ -246,8 +246,9 @@ class Time(Model):
 class SimChecks(Model):
     sla_hours: float | None = Field(default=None, gt=0, description="Every arrival is completed "
                                     "within this many working hours of arriving")
-    none_dropped: bool = Field(default=True, description="Every arrival is completed before the "
-                               "simulation ends")
+    none_dropped: bool = Field(default=True, description="Every arrival ended (its agent "
+                               "finished it, or its own limit came) before the simulation ended, "
+                               "passed or not")
     handoffs: bool | None = Field(default=None, description="Every hand-off (an arrival that an "
                                   "agent's message to another agent made) was taken up and seen "
                                   "through by its agent, and every such message named a request "
