@@ -9,6 +9,7 @@ someone answers or something happens; recorded as an ``agent.wait`` event) and `
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Iterable, Mapping
@@ -147,6 +148,14 @@ def bounded_strings(tools: list[dict[str, Any]], most: int) -> list[dict[str, An
         return schema
     return [{**t, "function": {**t["function"], "parameters": bound(
         t["function"].get("parameters", {}))}} for t in tools]
+
+
+def request_digest(request: Mapping[str, Any]) -> str:
+    """A model request's fingerprint (its messages, functions and sampling, canonical JSON):
+    recorded with each call, so a recorded answer is served again only to the same request
+    (a resumed or replayed simulation)."""
+    text = json.dumps(request, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:24]
 
 
 def estimate_tokens(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> int:

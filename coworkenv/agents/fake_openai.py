@@ -13,6 +13,7 @@ package as a test double, like the memory bus.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 import time
@@ -142,15 +143,23 @@ class ScriptedOpenAIServer:
         return Handler
 
 
+CREATED = 1767225600
+"""The ``created`` stamp of every completion (2026-01-01): a scripted server's answers are a
+function of the request alone, so a run against it can be repeated exactly."""
+
+
 def _completion(request: dict[str, Any], r: Reply, count: bool = False) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": r.content}
     if r.tool_calls:
+        # call ids from the request's digest: unique within a conversation (each request of
+        # it is longer than the last), the same for the same request
+        tag = hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()[:9]
         message["tool_calls"] = [
             {"id": call[2] if len(call) > 2 else r.call_id if r.call_id is not None else
-             f"call_{i}_{int(time.time() * 1e6) % 10**9}", "type": "function",
+             f"call_{i}_{tag}", "type": "function",
              "function": {"name": call[0], "arguments": call[1]}}
             for i, call in enumerate(r.tool_calls)]
-    return {"id": "chatcmpl-scripted", "object": "chat.completion", "created": int(time.time()),
+    return {"id": "chatcmpl-scripted", "object": "chat.completion", "created": CREATED,
             "model": request.get("model", "scripted"),
             "choices": [{"index": 0, "message": message, "finish_reason": r.finish_reason}],
             "usage": _usage(request, message) if count else

@@ -32,6 +32,7 @@ from .chat import (
     bounded_strings,
     opening,
     render_incoming,
+    request_digest,
     wake_delay,
 )
 
@@ -230,9 +231,10 @@ class OpenAIAgent(Actor):
 
     async def _call(self, ctx: ActorContext) -> Any:
         request = self._request(ctx.seed)
+        digest = request_digest(request)
         for attempt in range(self.endpoint.max_retries + 1):
             try:
-                resp, seconds = await self.endpoint.complete(request)
+                resp, seconds = await ctx.complete(self.endpoint, request)
                 break
             except (ValueError, openai.APIResponseValidationError) as exc:
                 # an HTTP 200 whose body is not JSON, or not UTF-8: a broken reply is data
@@ -257,7 +259,7 @@ class OpenAIAgent(Actor):
                         "max_tokens": request["max_tokens"], "tool_choice": "auto",
                         "tools": len(self.tools)},
             "response": resp.model_dump(mode="json", exclude_none=True),
-            "latency_s": round(seconds, 4),
+            "latency_s": round(seconds, 4), "digest": digest,
             "usage": resp.usage.model_dump() if resp.usage else None, **self._noted()})
         self.sent = len(self.messages)
         self.replied = -1

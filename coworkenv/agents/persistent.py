@@ -32,6 +32,7 @@ from ..sim.task import Task
 from .chat import (
     estimate_tokens,
     render_incoming,
+    request_digest,
     request_message,
     seat_prompt,
     with_re,
@@ -169,10 +170,12 @@ class PersistentModelAgent(OpenAIAgent):
                    "max_tokens": 300, "seed": ctx.seed % 2**31,
                    "messages": [{"role": "system", "content": SUMMARY_PROMPT},
                                 {"role": "user", "content": text[-24_000:]}]}
-        resp, seconds = await self.endpoint.complete(request)
+        digest = request_digest(request)
+        resp, seconds = await ctx.complete(self.endpoint, request)
         out = ((resp.choices[0].message.content if resp.choices else "") or "").strip()
         ctx.record("agent.summary_call", {
             "request": request, "summary": out, "latency_s": round(seconds, 4),
+            "digest": digest,
             "usage": resp.usage.model_dump() if resp.usage else None})
         return out or self.summary
 

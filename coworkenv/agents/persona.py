@@ -19,6 +19,7 @@ from typing import Any
 from ..sim.actor import ActorContext
 from ..workspace import parse_iso
 from ..workspace.text import figures, numbers_in
+from .chat import request_digest
 from .openai_agent import Endpoint
 from .scripted import SATISFIED, ScriptedPerson
 
@@ -71,12 +72,13 @@ class LLMPerson(ScriptedPerson):
                    "max_tokens": 120,
                    "messages": [{"role": "system", "content": self.system(ctx)},
                                 *self.history]}
-        resp, seconds = await self.endpoint.complete(  # (its failure is the simulator's)
-            request, "user" if self.role == "user" else "coworker")
+        digest = request_digest(request)
+        resp, seconds = await ctx.complete(  # (its failure is the simulator's)
+            self.endpoint, request, "user" if self.role == "user" else "coworker")
         text = ((resp.choices[0].message.content if resp.choices else "") or "").strip()
         ctx.record("persona.model_call", {
             "person": self.member.person, "request": request, "reply": text,
-            "latency_s": round(seconds, 4),
+            "latency_s": round(seconds, 4), "digest": digest,
             "usage": resp.usage.model_dump() if getattr(resp, "usage", None) else None})
         given = set(numbers_in(self.known(question, ctx)))
         invented = sorted({f.value for f in figures(text) if f.value >= 10

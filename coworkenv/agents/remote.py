@@ -48,7 +48,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from ..bus import Bus, BusError, BusTimeoutError, Envelope, new_id
-from ..sim.actor import Actor, ActorContext
+from ..sim.actor import Actor, ActorContext, ModelEndpoint
 from ..sim.errors import EpisodeFailure
 from ..sim.task import Task
 from ..workspace import WorkspaceState
@@ -280,6 +280,10 @@ class _Collector:
 
     def note(self, actor: str, kind: str, payload: dict[str, Any]) -> None:
         self.records.append((kind, payload))
+
+    async def model_call(self, actor: str, endpoint: ModelEndpoint, request: dict[str, Any],
+                         boundary: Any) -> tuple[Any, float]:
+        return await endpoint.complete(request, boundary)
 
     def actor_for(self, person: str) -> str | None:
         if person == self.person:

@@ -77,6 +77,16 @@ def simulate(
         help="Declare the agents' string arguments at most this long (maxLength in their "
              "function schemas): a server that constrains tool calls by their schema "
              "(llama-cpp-python) stops there; with the bundled model, 300")] = None,
+    replay_model: Annotated[str | None, typer.Option(
+        help="Answer every model call with the answers run RUN recorded (agents' and "
+             "people's): the same simulation again with zero model calls; a call whose "
+             "request differs from the recorded one (a prompt, a tool, a function changed) "
+             "stops the run, naming the call and the difference", metavar="RUN")] = None,
+    replay_db: Annotated[Path | None, typer.Option(
+        help="The store that holds the --replay-model run (default: --db)")] = None,
+    replay_live: Annotated[bool, typer.Option(
+        "--replay-live", help="With --replay-model: from the first call the recording does "
+        "not hold or whose request differs, go on with the model (--base-url)")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON")] = False,
     mutate: Annotated[bool, typer.Option(
         "--mutate", help="Instead of one run: the mutation check of the simulation's "
@@ -106,8 +116,8 @@ def simulate(
                               run_id=run_id, resume=resume, base_url=base_url,
                               api_key_env=api_key_env, memory=memory, links_only=links_only,
                               days=days, max_tokens=max_tokens, model_timeout=model_timeout,
-                              max_arg_chars=max_arg_chars,
-                              cast=cast,
+                              max_arg_chars=max_arg_chars, replay_model=replay_model,
+                              replay_db=replay_db, replay_live=replay_live, cast=cast,
                               cast_model=cast_model, cast_base_url=cast_base_url)
     stop = Interrupt(STOP_SIGNALS)
     quiet = as_json or not sys.stderr.isatty()
@@ -181,7 +191,8 @@ def summary_of(result: Any) -> dict[str, Any]:
         "events": result.event_count, "events_hash": result.events_hash,
         "state_hash": result.state_hash, "simulated_days": round(days, 3),
         "wall_seconds": round(result.wall_seconds, 3),
-        "backlog_max": max((n for _, n in result.backlog), default=0)}
+        "backlog_max": max((n for _, n in result.backlog), default=0),
+        "model_answers": result.model_answers}
 
 
 def _figure_rows(groups: dict[str, dict[str, Any]]) -> list[list[str]]:
@@ -234,3 +245,10 @@ def print_summary(s: dict[str, Any]) -> None:
                   f"({per_s:.1f} days per second), {s['events']} events (hash "
                   f"{s['events_hash'][:16]}), largest backlog {s['backlog_max']}",
                   highlight=False)
+    answers = s.get("model_answers") or {}
+    if answers.get("recorded"):
+        console.print(f"model answers: {answers['recorded']} served from the recording "
+                      f"({answers.get('source')}), {answers.get('live', 0)} asked of the model",
+                      highlight=False)
+    if answers.get("diverged"):
+        console.print(f"[yellow]diverged[/yellow]: {answers['diverged']}", highlight=False)

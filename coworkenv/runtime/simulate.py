@@ -15,11 +15,12 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..sim.errors import RunConfigError
+from .answers import REPLAY_ONLY, RecordedAnswers, ReplayDiffers
 from .scenario import Scenario, Script, load_script
 from .simreport import figures, figures_by, simulation_report
 
@@ -79,6 +80,15 @@ class SimulationConfig:
     drain_hours: float = 24.0
     """After the last working day: how many working hours open arrivals may still take to
     finish (working days go on after the clock's on the same hours)."""
+    replay_model: str | None = None
+    """Answer every model call (agents', people's) with the answers recorded by this run
+    (:mod:`.answers`): the same simulation re-run with zero model calls; a call whose request
+    differs from the recorded one stops the run, naming it (see ``replay_live``)."""
+    replay_db: str | Path | None = None
+    """The store that holds ``replay_model``'s run (default: ``db``)."""
+    replay_live: bool = False
+    """With ``replay_model``: from the first call the recording does not hold, or whose
+    request differs, go on with the model (``base_url``) instead of stopping."""
 
 
 @dataclass
@@ -102,6 +112,10 @@ class SimulationResult:
     attribution: dict[str, dict[str, int]] = field(default_factory=dict)
     """Per persistent agent: its actions by how they were credited (``re``, ``entity``,
     ``reply``, ``person``, ``only open``, ``focus``, ``none``; ambiguous ones apart)."""
+    model_answers: dict[str, Any] = field(default_factory=dict)
+    """Where the model calls' answers came from: ``recorded`` (served from a recording: a
+    resume's own prefix, ``replay_model``'s run), ``live`` (asked of the model), ``source``,
+    and ``diverged`` (the first call whose request differed, with ``replay_live``)."""
 
     @property
     def pass_rate(self) -> float:
@@ -201,16 +215,18 @@ def _prepare(c: SimulationConfig) -> _Prepared:
 
 
 async def _resume_state(store: Any, run_id: str, episode_id: str, policies: dict[str, str],
-                        sim_id: str, memory: dict[str, str]) -> Any:
-    """What the store holds of an interrupted simulation; partial arrival records removed."""
+                        sim_id: str, memory: dict[str, str]) -> tuple[Any, list[Any],
+                                                                      dict[str, Any]]:
+    """What the store holds of an interrupted simulation (what it resumes from, the model
+    calls it recorded, its recorded configuration); partial arrival records removed."""
     from ..sim.simulation import Resume
-    from ..store import Reader, events_hash
+    from ..store import MEASURED, Reader, events_hash
 
     await store.flush()
     with Reader(store) as r:
         recorded = r.run_config(run_id)
         if recorded is None:
-            return Resume()
+            return Resume(), [], {}
         status = next((x["status"] for x in r.runs() if x["run_id"] == run_id), None)
         if status == "finished":
             raise RunConfigError(f"resume: simulation run {run_id!r} is finished; nothing to "
@@ -222,7 +238,14 @@ async def _resume_state(store: Any, run_id: str, episode_id: str, policies: dict
                                  f"{was.get('simulation')!r} with agents {was.get('policies')} "
                                  f"(memory {was.get('memory')}); resume it with the same")
         rows = r.event_count(episode_id)
-        digest = events_hash(r.events(episode_id)) if rows else ""  # (streamed)
+        calls: list[Any] = []
+
+        def model_calls(events: Any) -> Any:
+            for e in events:
+                if e.kind in MEASURED:
+                    calls.append(e)
+                yield e
+        digest = events_hash(model_calls(r.events(episode_id))) if rows else ""  # (streamed)
         done = {e.episode_id for e in r.episodes(run_id, status="completed")} | {
             e.episode_id for e in r.episodes(run_id, status="failed")}
         partial = [e.episode_id for e in r.episodes(run_id, status="running")
@@ -232,7 +255,7 @@ async def _resume_state(store: Any, run_id: str, episode_id: str, policies: dict
     for eid in partial:  # cut mid-record: recorded again, whole
         for table in ("events", "check_results", "grades", "projection", "episodes"):
             await store.execute(f"DELETE FROM {table} WHERE episode_id=?", (eid,))
-    return Resume(rows, digest, done)
+    return Resume(rows, digest, done), calls, was
 
 
 async def asimulate(config: SimulationConfig, *, interrupt: Interrupt | None = None,
@@ -262,6 +285,9 @@ async def asimulate(config: SimulationConfig, *, interrupt: Interrupt | None = N
 
     p = _prepare(config)
     loaded, sim = p.loaded, p.loaded.sim
+    if config.replay_model is not None and not config.replay_live and not config.base_url:
+        # (every answer comes from the recording: a call it does not hold stops the run)
+        config = replace(config, base_url=REPLAY_ONLY)
     specs: dict[str, AgentSpec] = {sid: parse_agent(pol) for sid, pol in p.policies.items()}
     remote = {sid for sid, sp in specs.items() if sp.kind == "remote"}
     try:
@@ -331,19 +357,21 @@ async def asimulate(config: SimulationConfig, *, interrupt: Interrupt | None = N
                                                  RemoteAgentProxy)
         with RunLease(p.db, p.run_id):  # one runner per run
             episode_id = f"{p.run_id}:@simulation"
-            resume = await _resume_state(store, p.run_id, episode_id, p.policies, sim.id,
-                                         memory) \
-                if config.resume else None
+            resume, own_calls, was = await _resume_state(
+                store, p.run_id, episode_id, p.policies, sim.id, memory) \
+                if config.resume else (None, [], {})
+            replaying = _replay_source(config, p.db, was)
+            answers = _answers(replaying, sim.clock.start, own_calls, p.db, config)
             await store.create_run(p.run_id, ", ".join(f"{k}={v}" for k, v in
                                                       p.policies.items()),
                                    {"simulation": sim.id, "file": str(loaded.path),
                                     "policies": p.policies, "memory": memory, "trials": 1,
-                                    "tasks": []})
+                                    "tasks": [], **replaying})
             kernel = SimulationKernel(
                 loaded, run_id=p.run_id, bus=bus, store=store, policies=factories,
                 person=person, agent_names=p.policies,
                 roles={sid: s.role for sid, s in specs.items()}, resume=resume,
-                drain_hours=config.drain_hours, persistent=persistent)
+                drain_hours=config.drain_hours, persistent=persistent, answers=answers)
             kernel.stopping = lambda: stop.requested
             if on_kernel is not None:
                 on_kernel(kernel)
@@ -365,7 +393,8 @@ async def asimulate(config: SimulationConfig, *, interrupt: Interrupt | None = N
                             kernel.after_settle.append(scenario._poll)
                             tg.start_soon(scenario._run, p.script, name="scenario-script")
                             await scenario._yielded.wait()
-                        await kernel.run_simulation()
+                        async with _failed_replay(store, p.run_id):
+                            await kernel.run_simulation()
                         if stop.requested:  # (stopped between two deliveries)
                             tg.cancel_scope.cancel()
                         else:
@@ -387,7 +416,58 @@ async def asimulate(config: SimulationConfig, *, interrupt: Interrupt | None = N
     return SimulationResult(p.run_id, p.db, sim.id, kernel.outcomes, kernel.sim_checks(),
                             events_hash, state_hash, len(kernel._log),
                             kernel.clock.now, time.perf_counter() - t0, kernel.backlog,
-                            memory, kernel.model_use, kernel.attribution_counts)
+                            memory, kernel.model_use, kernel.attribution_counts,
+                            _answer_figures(answers, kernel))
+
+
+@contextlib.asynccontextmanager
+async def _failed_replay(store: Any, run_id: str) -> Any:
+    """A re-run whose recorded answers no longer fit has ended: its run is ``failed``."""
+    try:
+        yield
+    except ReplayDiffers as exc:
+        if not exc.resumable:
+            await store.finish_run(run_id, "failed")
+        raise
+
+
+def _replay_source(config: SimulationConfig, db: Path, was: Mapping[str, Any]
+                   ) -> dict[str, Any]:
+    """The run whose answers this one serves (recorded in its configuration, so that a
+    resume goes on serving them): ``config``'s, else the resumed run's own."""
+    if config.replay_model is not None:
+        return {"replay_model": config.replay_model,
+                "replay_db": str(config.replay_db or db), "replay_live": config.replay_live}
+    return {k: was[k] for k in ("replay_model", "replay_db", "replay_live") if k in was}
+
+
+def _answers(replaying: Mapping[str, Any], start: Any, own: list[Any], db: Path,
+             config: SimulationConfig) -> RecordedAnswers | None:
+    """The recorded answers a run serves: a resume's own calls first, then those of the run
+    it replays (if any); None when there are none to serve."""
+    if not replaying and not own:
+        return None
+    if replaying:
+        live = bool(replaying.get("replay_live"))
+        path = Path(replaying["replay_db"])
+        if not path.is_file():
+            raise RunConfigError(f"replay_db: {path}: no such file")
+        base = RecordedAnswers.read(path, str(replaying["replay_model"]), start,
+                                    missing="live" if live else "error",
+                                    mismatch="live" if live else "error")
+    else:
+        base = RecordedAnswers({}, f"{db}", start)
+    return base.resuming(own, f"{db}") if own else base
+
+
+def _answer_figures(answers: RecordedAnswers | None, kernel: Any) -> dict[str, Any]:
+    served = answers.served if answers is not None else 0
+    out: dict[str, Any] = {"recorded": served, "live": kernel.live_model_calls}
+    if answers is not None:
+        out["source"] = answers.source
+        if answers.diverged is not None:
+            out["diverged"] = answers.diverged
+    return out
 
 
 def cast_modes(loaded: Loaded, override: str | None) -> dict[str, str]:

@@ -17,6 +17,13 @@ from ..bus import Envelope
 from ..workspace import WorkspaceState
 
 
+class ModelEndpoint(Protocol):
+    """A model server as an actor calls it (:class:`~coworkenv.agents.Endpoint`)."""
+
+    async def complete(self, request: dict[str, Any], boundary: Any = "agent"
+                       ) -> tuple[Any, float]: ...
+
+
 class Kernel(Protocol):
     """What a context needs from the episode kernel."""
 
@@ -36,6 +43,9 @@ class Kernel(Protocol):
     def actor_for(self, person: str) -> str | None: ...
 
     def person_for(self, actor: str) -> str | None: ...
+
+    async def model_call(self, actor: str, endpoint: ModelEndpoint, request: dict[str, Any],
+                         boundary: Any) -> tuple[Any, float]: ...
 
 
 class ActorContext:
@@ -128,6 +138,15 @@ class ActorContext:
         """Append an event about this actor's own work (e.g. a model call: request, response,
         latency, tokens) to the episode log. It changes nothing in the episode."""
         self._kernel.note(self.name, kind, payload)
+
+    async def complete(self, endpoint: ModelEndpoint, request: dict[str, Any],
+                       boundary: Any = "agent") -> tuple[Any, float]:
+        """One model call of this actor: (response, seconds). It goes through the episode's
+        kernel, which may answer it from a recording (a resumed or replayed simulation serves
+        each actor's n-th call the answer recorded for the same request) instead of the
+        endpoint. A call's record should carry ``digest`` (:func:`~coworkenv.agents.chat.
+        request_digest` of ``request``) so that it can be served again."""
+        return await self._kernel.model_call(self.name, endpoint, request, boundary)
 
     def finish(self, summary: str = "", **extra: Any) -> None:
         """The agent says it is done (ends the episode)."""

@@ -25,7 +25,7 @@ from ..bus import Bus, Envelope, Subscription
 from ..store import EventRecord, EventStore, hash_line
 from ..store._records import encode_payload
 from ..workspace import WorkspaceState, apply_event
-from .actor import Actor, ActorContext
+from .actor import Actor, ActorContext, ModelEndpoint
 from .checks import CheckResult
 from .clock import Clock, VirtualClock
 from .errors import Boundary, EpisodeFailure
@@ -260,6 +260,12 @@ class EpisodeKernel:
 
     def note(self, actor: str, kind: str, payload: dict[str, Any]) -> None:
         self._record(actor, kind, payload)
+
+    async def model_call(self, actor: str, endpoint: ModelEndpoint, request: dict[str, Any],
+                         boundary: Any) -> tuple[Any, float]:
+        """An actor's model call: the endpoint's answer (a simulation may serve a recorded
+        one)."""
+        return await endpoint.complete(request, boundary)
 
     # recording ----------------------------------------------------------------------------
     @property

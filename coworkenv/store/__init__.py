@@ -3,7 +3,7 @@
 from ._lease import RunLease
 from ._merge import MergeStats, merge_connection, merge_stores, shard_files, writable_store
 from ._reader import MAX_SHARDS, Reader
-from ._records import EpisodeRecord, EventRecord, events_hash, hash_line
+from ._records import MEASURED, EpisodeRecord, EventRecord, events_hash, hash_line
 from ._schema import SCHEMA_VERSION, migrate
 from ._writer import EventStore, WriterSettings, WriterStatistics
 from .errors import (
@@ -18,6 +18,7 @@ from .errors import (
 
 __all__ = [
     "MAX_SHARDS",
+    "MEASURED",
     "SCHEMA_VERSION",
     "EpisodeRecord",
     "EventRecord",

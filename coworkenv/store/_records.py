@@ -60,8 +60,20 @@ def _has_nonfinite(value: Any) -> bool:
             return True
     return False
 
+MEASURED = frozenset({"agent.model_call", "agent.summary_call", "persona.model_call"})
+"""Events that carry a measured wall-clock duration (a model call's ``latency_s``)."""
+
+
 def hash_line(seq: int, sim_time: float, actor: str, kind: str, text: str) -> bytes:
-    """One event's line of an episode's events hash (wall-clock stamps excluded)."""
+    """One event's line of an episode's events hash, wall-clock stamps excluded: an event's
+    ``wall_time``, and a model call's measured ``latency_s`` (how long the server took is a
+    measurement of the machine, like the wall clock: a run resumed, or re-run against a
+    deterministic server, hashes as the run it repeats; where the simulation's time follows
+    latency, the times it moved to are hashed)."""
+    if kind in MEASURED and '"latency_s"' in text:
+        payload = json.loads(text)
+        payload.pop("latency_s", None)
+        text = encode_payload(payload)
     return f"{seq}|{sim_time:.6f}|{actor}|{kind}|{text}\n".encode()
 
 

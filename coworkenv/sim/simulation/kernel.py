@@ -42,7 +42,7 @@ from ...bus import Bus
 from ...store import EventStore
 from ...workspace import REGISTRY, WorkspaceSeed, WorkspaceState, apply_event
 from ...workspace.models import Person, ws_event
-from ..actor import Actor, ActorContext
+from ..actor import Actor, ActorContext, ModelEndpoint
 from ..cases import named_case
 from ..clock import VirtualClock
 from ..episode import EpisodeKernel, _Delivery
@@ -56,6 +56,7 @@ from .language import SEAT_PREFIX, STRUCTURAL, Join, Outage, Reorg, Route, Seat
 from .loading import Loaded
 from .records import (
     AgentFactory,
+    Answers,
     ArrivalOutcome,
     Live,
     PersonFactory,
@@ -94,7 +95,8 @@ class SimulationKernel(Seats, Grading, EpisodeKernel):
                  agent_names: dict[str, str], roles: dict[str, str],
                  weights: GradeWeights | None = None, resume: Resume | None = None,
                  drain_hours: float = 24.0,
-                 persistent: dict[str, PersistentFactory] | None = None) -> None:
+                 persistent: dict[str, PersistentFactory] | None = None,
+                 answers: Answers | None = None) -> None:
         sim = loaded.sim
         self.loaded, self.sim, self.cal = loaded, sim, loaded.calendar
         self.run_id = run_id
@@ -106,6 +108,11 @@ class SimulationKernel(Seats, Grading, EpisodeKernel):
         self.policies, self.make_person = policies, person
         self.agent_names, self.roles = agent_names, roles
         self.resume_state = resume or Resume()
+        self.answers = answers
+        """Recorded model answers served before the model is asked (resume, replay)."""
+        self._model_calls: dict[str, int] = {}
+        self.live_model_calls = 0
+        self._halt: SimulationError | None = None
         self.horizon = self.cal.after_working(self.cal.end_s, drain_hours * 3600)
         self._log = EventLog()
         self._unsaved: list[tuple[Any, ...]] = []
@@ -322,6 +329,8 @@ class SimulationKernel(Seats, Grading, EpisodeKernel):
             await self._deliver(s.item)
             if self.stopping is not None and self.stopping():
                 return  # (interrupted: what is recorded stays; a resume goes on)
+            if self._halt is not None:
+                raise self._halt
             if self._failure is not None:
                 raise SimulationError(f"the simulation failed at its {self._failure[0]} "
                                       f"boundary: {self._failure[1]}")
@@ -344,8 +353,24 @@ class SimulationKernel(Seats, Grading, EpisodeKernel):
             ("calls", "prompt_tokens", "completion_tokens", "prompt_max", "summaries",
              "invented"), 0))
 
+    async def model_call(self, actor: str, endpoint: ModelEndpoint, request: dict[str, Any],
+                         boundary: Any) -> tuple[Any, float]:
+        """An actor's model call: the recorded answer to its n-th call where one is served
+        (n counts its recorded calls), else the endpoint's."""
+        if self.answers is not None:
+            try:
+                got = self.answers.answer(actor, self._model_calls.get(actor, 0), request)
+            except SimulationError as exc:
+                self._halt = exc  # (the whole run stops, not the arrival the call was for)
+                raise
+            if got is not None:
+                return got
+        self.live_model_calls += 1
+        return await endpoint.complete(request, boundary)
+
     def _count_model_call(self, actor: str, kind: str, payload: dict[str, Any]) -> None:
         """Each agent's (and the people's) model use: calls, tokens, the largest prompt."""
+        self._model_calls[actor] = self._model_calls.get(actor, 0) + 1
         who = actor.removeprefix(SEAT_PREFIX) if actor.startswith(SEAT_PREFIX) else "people"
         use = self._use(who)
         usage = payload.get("usage") or {}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from ...bus import Envelope
 from ..actor import Actor
@@ -80,6 +80,14 @@ AgentFactory = Callable[[Task], Actor]
 PersonFactory = Callable[[Task, Any, str, str], Actor]
 """(task, cast member, role, agent's person) -> the actor that plays them for one arrival."""
 
+
+class Answers(Protocol):
+    """Recorded model answers a simulation serves again (a resume's own prefix, another run's
+    calls): the runtime's ``RecordedAnswers``."""
+
+    def answer(self, actor: str, n: int, request: dict[str, Any]) -> tuple[Any, float] | None:
+        """``actor``'s ``n``-th model call's recorded (response, seconds); None: ask the
+        model."""
 
 
 @dataclass
