@@ -11,6 +11,7 @@ import yaml
 from pydantic import ValidationError
 
 from ...workspace import REGISTRY
+from ...workspace.models import Person
 from ..errors import TaskFileError
 from ..loader import InputLimits, _check_shape, _describe, _merge_company, _read_bounded, load_tasks
 from ..policy import POLICIES, parse_policy
@@ -56,9 +57,12 @@ def load_simulation(path: str | Path, *, days: int | None = None) -> Loaded:
         sim = Simulation.model_validate(raw)
     except ValidationError as exc:
         raise TaskFileError(str(p), [x for e in exc.errors() for x in _describe(e)]) from None
-    if days is not None:
-        sim = first_days(sim, days, str(p))
-    return check_simulation(sim, p)
+    loaded = check_simulation(sim, p)  # (whole: what lies past a shortened clock too)
+    if days is None:
+        return loaded
+    short = first_days(sim, days, str(p))
+    return Loaded(short, p, loaded.templates, loaded.company,
+                  Calendar(short.clock.start, short.clock.days, short.clock.hours))
 
 
 def first_days(sim: Simulation, days: int, where: str) -> Simulation:
@@ -70,23 +74,23 @@ def first_days(sim: Simulation, days: int, where: str) -> Simulation:
                                     f"{sim.clock.days} working days"])
     cal = Calendar(sim.clock.start, days, sim.clock.hours)
 
-    def inside(text: str) -> bool:
+    def inside(text: str, *, starts: bool = False) -> bool:
         try:
-            cal.seconds(text)
-            return True
+            at = cal.seconds(text)
         except ValueError:
             return False
+        return not starts or at <= cal.end_s  # (what starts after its end: left out too)
 
     workload = []
     for st in sim.workload:
         if st.at:
-            kept = [t for t in st.at if inside(t)]
+            kept = [t for t in st.at if inside(t, starts=True)]
             if not kept:
                 continue
             st = st.model_copy(update={"at": kept})
         workload.append(st)
-    events = [ev for ev in sim.events if all(inside(str(getattr(ev, f))) for f in
-                                             ("start", "end", "at") if hasattr(ev, f))]
+    events = [ev for ev in sim.events if all(inside(str(getattr(ev, f)), starts=f != "end")
+                                             for f in ("start", "end", "at") if hasattr(ev, f))]
     return sim.model_copy(update={"clock": sim.clock.model_copy(update={"days": days}),
                                   "workload": workload or sim.workload[:0], "events": events})
 
@@ -99,8 +103,8 @@ def check_simulation(sim: Simulation, path: Path) -> Loaded:
         company = _merge_company({"company": sim.company}, folder)["seed"]
     except KeyError as exc:
         raise TaskFileError(where, [f"company: {exc.args[0]}"]) from None
-    people = {str(r.get("id")) for r in company.get("people", [])}
-    people |= {str(e.person.get("id")) for e in sim.events if isinstance(e, Join)}
+    staff = {str(r.get("id")) for r in company.get("people", [])}
+    people = staff | {str(e.person.get("id")) for e in sim.events if isinstance(e, Join)}
     sources = []
     for i, t in enumerate(sim.tasks):
         tp = (folder / t) if not Path(t).is_absolute() else Path(t)
@@ -119,18 +123,41 @@ def check_simulation(sim: Simulation, path: Path) -> Loaded:
         if pid not in people:
             problems.append(f"{at}: unknown person {pid!r} (not in company {sim.company!r})")
 
-    def when(at: str, text: str) -> None:
+    def when(at: str, text: str, *, starts: bool = True) -> float | None:
+        """Seconds since the start of a time of the file (None: refused); what ``starts``
+        then (an arrival, an event) may not come after the clock's end."""
         try:
-            cal.seconds(text)
+            t = cal.seconds(text)
         except ValueError as exc:
             problems.append(f"{at}: {exc}")
+            return None
+        if starts and t > cal.end_s:
+            problems.append(f"{at}: {text!r} is after the clock's end (d{sim.clock.days} "
+                            f"{sim.clock.hours[1]}, {cal.at(cal.end_s).isoformat()})")
+            return None
+        return t
 
+    def window(at: str, ev: Outage | Away) -> float | None:
+        """An outage's or an absence's start, checked with its end (which may lie past the
+        clock's end, but not before, or at, its start)."""
+        a = when(f"{at}.from", ev.start)
+        b = when(f"{at}.to", ev.end, starts=False)
+        if a is not None and b is not None and b <= a:
+            problems.append(f"{at}.to: {ev.end!r} {'is before' if b < a else 'is'} its start "
+                            f"({at}.from: {ev.start!r}): it must end after it starts")
+        return a
+
+    ids: dict[str, int] = {}
+    acting: dict[str, int] = {}
     for i, s in enumerate(sim.roster):
         person(f"roster[{i}].person", s.person)
-        if [x.id for x in sim.roster].count(s.id) > 1:
-            problems.append(f"roster[{i}].id: duplicate agent {s.id!r}")
-        if [x.person for x in sim.roster].count(s.person) > 1:
-            problems.append(f"roster[{i}].person: {s.person!r} is already another agent")
+        if s.id in ids:
+            problems.append(f"roster[{i}].id: duplicate agent {s.id!r} (also roster[{ids[s.id]}])")
+        if s.person in acting:
+            problems.append(f"roster[{i}].person: {s.person!r} is already another agent "
+                            f"(roster[{acting[s.person]}])")
+        ids.setdefault(s.id, i)
+        acting.setdefault(s.person, i)
         try:
             parse_policy(s.policy)
         except ValueError:
@@ -139,8 +166,13 @@ def check_simulation(sim: Simulation, path: Path) -> Loaded:
         for k, name in enumerate(s.tools or []):
             if name not in REGISTRY and name not in apps:
                 problems.append(f"roster[{i}].tools[{k}]: {name!r} is neither a tool nor an app")
+    listed: dict[str, int] = {}
     for i, pp in enumerate(sim.people):
         person(f"people[{i}].person", pp.person)
+        if pp.person in listed:
+            problems.append(f"people[{i}].person: {pp.person!r} is listed twice (also "
+                            f"people[{listed[pp.person]}])")
+        listed.setdefault(pp.person, i)
     for i, st in enumerate(sim.workload):
         for k, tid in enumerate(st.tasks):
             if tid not in templates:
@@ -157,8 +189,13 @@ def check_simulation(sim: Simulation, path: Path) -> Loaded:
             problems.append(f"workload[{i}].to.queue: no agent serves queue {r.queue!r}")
         for k, t in enumerate(st.at):
             when(f"workload[{i}].at[{k}]", t)
+        asking: dict[str, int] = {}
         for k, who in enumerate(st.requesters):
             person(f"workload[{i}].requesters[{k}]", who)
+            if who in asking:  # (their one stream, drawn twice: the same arrivals twice)
+                problems.append(f"workload[{i}].requesters[{k}]: {who!r} is listed twice "
+                                f"(also requesters[{asking[who]}])")
+            asking.setdefault(who, k)
         if st.on is not None and st.on.message is not None:
             person(f"workload[{i}].on.message.from", st.on.message.sender)
             person(f"workload[{i}].on.message.to", st.on.message.to)
@@ -172,10 +209,22 @@ def check_simulation(sim: Simulation, path: Path) -> Loaded:
                 if pid not in people and pid != tpl.agent:
                     problems.append(f"workload[{i}].tasks[{k}]: task {tid!r} needs person "
                                     f"{pid!r}, who is not in company {sim.company!r}")
+    problems += trigger_cycles(sim)
+    joins: dict[str, tuple[int, str, float | None]] = {}
+    for i, ev in enumerate(sim.events):
+        if isinstance(ev, Join):
+            problems += _join(i, ev, staff, sim.company, joins, when(f"events[{i}].at", ev.at))
+    left: dict[str, int] = {}
+
+    def joined(at: str, pid: str, t: float | None) -> None:
+        """A person of the file's joins, named by an event before they join."""
+        j, text, since = joins.get(pid, (-1, "", None))
+        if t is not None and since is not None and t < since:
+            problems.append(f"{at}: {pid!r} joins only at {text!r} (events[{j}])")
+
     for i, ev in enumerate(sim.events):
         if isinstance(ev, Outage):
-            when(f"events[{i}].from", ev.start)
-            when(f"events[{i}].to", ev.end)
+            window(f"events[{i}]", ev)
             apps = {tl.app for tl in REGISTRY.values()}
             if ev.app is not None and ev.app not in apps:
                 problems.append(f"events[{i}].app: unknown app {ev.app!r}")
@@ -183,21 +232,28 @@ def check_simulation(sim: Simulation, path: Path) -> Loaded:
                          if t not in REGISTRY]
         elif isinstance(ev, Away):
             person(f"events[{i}].person", ev.person)
-            when(f"events[{i}].from", ev.start)
-            when(f"events[{i}].to", ev.end)
+            joined(f"events[{i}].person", ev.person, window(f"events[{i}]", ev))
         elif isinstance(ev, Leave):
             person(f"events[{i}].person", ev.person)
-            when(f"events[{i}].at", ev.at)
+            joined(f"events[{i}].person", ev.person, when(f"events[{i}].at", ev.at))
+            if ev.person in left:
+                problems.append(f"events[{i}].person: {ev.person!r} leaves twice (also "
+                                f"events[{left[ev.person]}])")
+            left.setdefault(ev.person, i)
         elif isinstance(ev, Reorg):
-            when(f"events[{i}].at", ev.at)
+            since = when(f"events[{i}].at", ev.at)
             for pid, fields in ev.changes.items():
                 person(f"events[{i}].changes", pid)
+                joined(f"events[{i}].changes.{pid}", pid, since)
                 if "manager" in fields:
                     person(f"events[{i}].changes.{pid}.manager", fields["manager"])
-        else:
-            when(f"events[{i}].at", ev.at)
     docs = {str(d.get("id")) for d in company.get("docs", [])}
+    rules: dict[str, int] = {}
     for i, rule in enumerate(sim.safety):
+        if rule.id in rules:  # (each arrival's task holds them all: ids are its rules')
+            problems.append(f"safety[{i}].id: duplicate id {rule.id!r} (also "
+                            f"safety[{rules[rule.id]}])")
+        rules.setdefault(rule.id, i)
         for d in getattr(rule, "docs", []) or []:
             if d not in docs:
                 problems.append(f"safety[{i}].docs: unknown document {d!r} (not in company "
@@ -207,3 +263,65 @@ def check_simulation(sim: Simulation, path: Path) -> Loaded:
     return Loaded(sim, path, templates, company, cal)
 
 
+def _join(i: int, ev: Join, staff: set[str], company: str,
+          joins: dict[str, tuple[int, str, float | None]], t: float | None) -> list[str]:
+    """A join's problems: its entry is not a directory entry, or its person is already in
+    the company, or joins twice. ``joins``: who joins, by which event and when (added to)."""
+    try:
+        pid = Person.model_validate(ev.person).id
+    except ValidationError as exc:
+        return [f"events[{i}].person.{x}" for e in exc.errors() for x in _describe(e)]
+    if pid in staff:
+        return [f"events[{i}].person.id: {pid!r} is already in company {company!r} (a join "
+                "adds someone new)"]
+    if pid in joins:
+        return [f"events[{i}].person.id: {pid!r} joins twice (also events[{joins[pid][0]}])"]
+    joins[pid] = (i, ev.at, t)
+    return []
+
+
+def trigger_cycles(sim: Simulation) -> list[str]:
+    """Chains of ``on: {done: ...}`` streams that come back to where they started with no
+    time between them (``after_minutes`` 0 all the way round): an agent may finish an arrival
+    at once (noop does, and finishing takes no simulated time), so each completion would make
+    the next at the same instant and the clock would never move. One problem per cycle found,
+    naming its first stream and the templates round it (``A -> B -> A``)."""
+    edges: dict[str, list[tuple[str, int]]] = {}
+    for i, st in enumerate(sim.workload):
+        if st.on is not None and st.on.done is not None and st.on.after_minutes == 0:
+            for tid in dict.fromkeys(st.tasks):
+                edges.setdefault(st.on.done, []).append((tid, i))
+    problems: list[str] = []
+    done: set[str] = set()
+    for root in edges:
+        if root in done:
+            continue
+        # depth first, without recursion: the path (template, the stream that made it) and,
+        # for each of its templates, the edges still to follow
+        path: list[tuple[str, int]] = [(root, -1)]
+        todo = [iter(edges.get(root, []))]
+        on_path = {root: 0}
+        while todo:
+            step = next(todo[-1], None)
+            if step is None:
+                node, _ = path.pop()
+                todo.pop()
+                del on_path[node]
+                done.add(node)
+                continue
+            nxt, via = step
+            if nxt in on_path:
+                k = on_path[nxt]
+                names = [t for t, _ in path[k:]] + [nxt]
+                streams = [v for _, v in path[k + 1:]] + [via]
+                where = ", ".join(f"workload[{v}]" for v in sorted(set(streams)))
+                problems.append(
+                    f"workload[{streams[0]}].on.done: {' -> '.join(names)} is a cycle of "
+                    f"triggers with no time between them (after_minutes 0 on {where}): an "
+                    "arrival may be finished at once, which takes no time, so it would never "
+                    "let the clock move; give one of them after_minutes > 0")
+            elif nxt not in done:
+                on_path[nxt] = len(path)
+                path.append((nxt, via))
+                todo.append(iter(edges.get(nxt, [])))
+    return problems
