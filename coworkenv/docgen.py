@@ -148,7 +148,7 @@ def tools_reference() -> str:
     from .workspace import markdown_table
 
     return ("Generated from the tools' argument models (`coworkenv tools --format markdown` "
-            "prints the same table; `--format openai` the JSON schemas).\n\n"
+            "prints the same table; `coworkenv tools --json` the JSON schemas).\n\n"
             + markdown_table())
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -20,19 +21,47 @@ from ._common import (
 )
 
 
-@app.command(short_help="Print the workspace tool catalog.")
+@app.command(short_help="List the workspace's tools (the JSON schemas with --json).")
 def tools(
-    fmt: Annotated[str, typer.Option("--format", help="openai (JSON list) or markdown")] = "openai",
+    as_json: Annotated[bool, typer.Option("--json", help="The OpenAI function-calling schemas "
+                                          "(a JSON list) instead of a table")] = False,
+    fmt: Annotated[str | None, typer.Option("--format", help="table (a row a tool: name, app, "
+                                            "what it does in one line), openai (the JSON "
+                                            "schemas, as --json) or markdown (arguments and "
+                                            "whole descriptions too); default: table")] = None,
 ) -> None:
-    """Print the workspace tool catalog (OpenAI function schemas or a markdown table)."""
-    from ..workspace import markdown_table, openai_tools
+    """The workspace's tools, installed apps' included: a table by default; the OpenAI
+    function-calling schemas an agent is offered with --json; a markdown table with
+    --format markdown."""
+    from ..workspace import REGISTRY, markdown_table, openai_tools
 
+    if as_json and fmt not in (None, "openai"):
+        raise fail(f"--json: the JSON schemas, not a {fmt} table; give one of --json and "
+                   "--format")
+    fmt = "openai" if as_json else fmt or "table"
     if fmt == "openai":
         sys.stdout.write(json.dumps(openai_tools(), indent=2) + "\n")
     elif fmt == "markdown":
         sys.stdout.write(markdown_table() + "\n")
+    elif fmt == "table":
+        from rich.table import Table
+
+        rows = [(t.name, t.app, _first_sentence(t.description)) for t in REGISTRY.values()]
+        widths = [max(len(r[i]) for r in rows) for i in (0, 1)]
+        room = max(20, console.width - sum(w + 3 for w in widths) - 4)  # (cells, borders)
+        table = Table("tool", "app", "what it does (one line)")
+        for name, app_name, line in rows:  # (names whole; a long line cut to the room left)
+            table.add_row(name, app_name, line if len(line) <= room else line[:room - 1] + "…")
+        console.print(table)
+        console.print(f"{len(rows)} tools of {len({r[1] for r in rows})} apps; --json for "
+                      "their schemas, --format markdown for the whole", highlight=False)
     else:
-        raise fail(f"--format: expected 'openai' or 'markdown', got {fmt!r}")
+        raise fail(f"--format: expected 'table', 'openai' or 'markdown', got {fmt!r}")
+
+
+def _first_sentence(text: str) -> str:
+    """A tool's description in one line: its first sentence."""
+    return re.split(r"(?<=[.!?])\s", " ".join(text.split()), maxsplit=1)[0]
 
 
 @app.command("apps", short_help="List the workspace's apps; check one against the contract.")
@@ -317,6 +346,11 @@ def synth(
     summary = stats.to_json()
     with atomic_file(out.with_name(out.name + ".report.json")) as f:
         f.write(json.dumps(summary, indent=2))
+    causes = {tuple(r["message"] for r in a.report["rejections"]) for a in attempts}
+    if not specs and len(causes) == 1 and len(cause := next(iter(causes))) == 1:
+        # one cause for everything (a plugin's data not installed, say): said first, alone
+        raise fail(f"the {generator} generator produced no valid task: every attempt failed "
+                   f"with {cause[0]}; the attempts are in {attempts_path}", 1)
     t = Table(title=f"synth: {len(specs)} of {n} accepted -> {out}")
     for col in ("requirement", "capability", "tasks exercising it"):
         t.add_column(col)
@@ -433,8 +467,9 @@ def _validate_simulation(path: Path) -> bool:
     try:
         loaded = load_simulation(path)
     except TaskFileError as exc:
+        within = "" if exc.file == str(path) else f"{exc.file}: "  # (a template's problem)
         for p in exc.problems:
-            console.print(f"[red]rejected[/red] {escape(str(path))}: {escape(p)}",
+            console.print(f"[red]rejected[/red] {escape(str(path))}: {escape(within + p)}",
                           highlight=False)
         return False
     sim = loaded.sim

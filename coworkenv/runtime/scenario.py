@@ -180,7 +180,10 @@ class Scenario:
 
 
 def load_script(path: Path) -> tuple[Path, Script]:
-    """The simulation file a scenario script names, and its ``scenario`` function."""
+    """The simulation file a scenario script names (beside the script, as the script was
+    given: relative stays relative), and its ``scenario`` function."""
+    if path.is_dir():
+        raise RunConfigError(f"{path}: is a folder, not a scenario script (a .py file)")
     spec = importlib.util.spec_from_file_location(f"coworkenv_scenario_{path.stem}", path)
     if spec is None or spec.loader is None:
         raise RunConfigError(f"{path}: not a Python file")
@@ -193,4 +196,4 @@ def load_script(path: Path) -> tuple[Path, Script]:
                              "(e.g. SIMULATION = \"week.yaml\")")
     if fn is None or not callable(fn):
         raise RunConfigError(f"{path}: scenario: define `async def scenario(sim)`")
-    return (path.parent / target).resolve(), fn
+    return path.parent / target, fn

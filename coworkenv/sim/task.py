@@ -964,8 +964,9 @@ def _app_kind(where: str, what: str, app: str, name: str, params: dict[str, Any]
     try:
         kind.params.model_validate(params)
     except ValidationError as exc:
-        out += [f"{where}.params{''.join('.' + str(x) for x in e['loc'])}: {e['msg']}"
-                for e in exc.errors()]
+        from .loader import _describe  # (the loader reads tasks: it imports this module)
+
+        out += [p for e in exc.errors() for p in _describe(e, kind.params, f"{where}.params")]
     return out
 
 

@@ -97,6 +97,8 @@ def read_process(path: str | Path) -> tuple[WorkflowRequirement, ProcessGraph]:
     p = Path(path)
     if not p.exists():
         raise _fail(p, ["no such file"])
+    if p.is_dir():
+        raise _fail(p, ["is a folder, not a BPMN 2.0 process file (.bpmn)"])
     _prescan(p)
     parser = BpmnParser()
     try:

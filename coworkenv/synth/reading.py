@@ -8,6 +8,7 @@ import yaml
 from pydantic import ValidationError
 
 from ..sim.errors import TaskFileError
+from ..sim.loader import _describe
 from .bpmn import read_process
 from .primitive import PRIMITIVES
 from .requirement import WorkflowRequirement
@@ -16,10 +17,10 @@ from .requirement import WorkflowRequirement
 def load_requirement(path: str | Path) -> WorkflowRequirement:
     """A requirement from a YAML file, or from a BPMN 2.0 process file (``.bpmn``)."""
     p = Path(path)
+    if p.is_dir():  # (`process.bpmn/` too)
+        raise TaskFileError(str(p), ["is a folder; give requirement files (.yaml or .bpmn)"])
     if p.suffix.lower() in (".bpmn", ".xml"):
         return read_process(p)[0]
-    if p.is_dir():
-        raise TaskFileError(str(p), ["is a folder; give requirement files (.yaml or .bpmn)"])
     try:
         data = yaml.safe_load(p.read_text())
         req = WorkflowRequirement.model_validate(data)
@@ -28,9 +29,8 @@ def load_requirement(path: str | Path) -> WorkflowRequirement:
     except yaml.YAMLError as exc:
         raise TaskFileError(str(p), [f"not YAML: {exc}"]) from None
     except ValidationError as exc:
-        raise TaskFileError(str(p), [
-            f"{'.'.join(str(x) for x in e['loc']) or '(top level)'}: {e['msg']}"
-            for e in exc.errors()]) from None
+        raise TaskFileError(str(p), [line for e in exc.errors()
+                                     for line in _describe(e, WorkflowRequirement)]) from None
     unknown = [(i, n) for i, n in enumerate(req.primitives or []) if n not in PRIMITIVES]
     if unknown:
         raise TaskFileError(str(p), [f"primitives[{i}]: no registered primitive {n!r} "

