@@ -257,3 +257,24 @@ def test_the_cli_replays_a_run_and_says_where_the_answers_came_from(tmp_path: Pa
                          text=True, timeout=120)
     assert bad.returncode == 2
     assert bad.stderr.strip().count("\n") == 0 and "holds no run 'nope'" in bad.stderr
+
+
+# what the model costs ------------------------------------------------------------------------
+@pytest.mark.parametrize("tight", [True, False])
+def test_a_model_budget_fails_when_the_policy_overspends(tmp_path: Path, tight: bool) -> None:
+    """checks.model_budget: the calls made for one arrival and the tokens of a day, checked
+    like the SLA (the scripted server counts 110 tokens a call)."""
+    limits = {"calls_per_arrival": 2, "tokens_per_day": 300} if tight else \
+        {"calls_per_arrival": 50, "tokens_per_day": 100_000}
+    _sim_file, r, agent_calls, person_calls = _original(tmp_path, checks={"model_budget": limits})
+    checks = {c.id: c for c in r.checks}
+    calls, tokens = checks["model_budget:calls_per_arrival"], checks["model_budget:tokens_per_day"]
+    assert calls.passed is tokens.passed is not tight, (calls, tokens)
+    key = r.outcomes[0].key
+    assert f"most {agent_calls + person_calls} ({key})" in calls.detail
+    assert f"most {110 * (agent_calls + person_calls)} (2026-03-02)" in tokens.detail
+    use = r.model_use
+    assert use["ea"]["calls"] == agent_calls and use["people"]["calls"] == person_calls
+    assert use["ea"]["latency_ms"] >= 0 and "latency_ms" in use["people"]
+    if tight:
+        assert calls.detail.startswith(f"1 of 1 arrivals over 2 calls: {key}")

@@ -63,6 +63,8 @@ class Grading:
     handoff_info: dict[str, dict[str, Any]]
     pending: dict[str, Arrival]
     model_use: dict[str, dict[str, int]]
+    model_by_day: dict[str, dict[str, int]]
+    model_by_arrival: dict[str, dict[str, int]]
     attribution_counts: dict[str, dict[str, int]]
     unsure: list[dict[str, Any]]
     company_ids: set[tuple[str, str]]
@@ -238,12 +240,36 @@ class Grading:
             out.append(SimCheck("safety", not bad, f"{len(bad)} arrivals violated {rules}"
                                 if bad else f"no arrival violated {len(self.sim.safety)} "
                                 "rule(s) over the run"))
+        out += self._model_budget()
         for s in self.sim.roster:
             if s.max_turns is not None:
                 used = self.seat_turns[s.id]
                 out.append(SimCheck(f"budget:{s.id}", s.id not in self.over_budget,
                                     f"{used} of {s.max_turns} actions"))
         return out + list(self.extra_checks)
+
+    def _model_budget(self) -> list[SimCheck]:
+        """The checks of ``checks.model_budget``: tokens on any one day, calls for any one
+        arrival."""
+        b = self.sim.checks.model_budget
+        out: list[SimCheck] = []
+        if b is None:
+            return out
+        for limit, what, by, unit in ((b.tokens_per_day, "tokens_per_day", self.model_by_day,
+                                       "tokens"),
+                                      (b.calls_per_arrival, "calls_per_arrival",
+                                       self.model_by_arrival, "calls")):
+            if limit is None:
+                continue
+            over = sorted(k for k, u in by.items() if u[unit] > limit)
+            most = max(by.items(), key=lambda kv: kv[1][unit], default=None)
+            where = "days" if what == "tokens_per_day" else "arrivals"
+            worst = f"; most {most[1][unit]:,} ({most[0]})" if most is not None else ""
+            out.append(SimCheck(f"model_budget:{what}", not over, (
+                f"{len(over)} of {len(by)} {where} over {limit:,} {unit}: "
+                f"{', '.join(over[:5])}{worst}") if over else
+                f"no {where[:-1]} over {limit:,} {unit}{worst}"))
+        return out
 
     async def close_simulation(self, wall: float) -> tuple[str, str]:
         """End the log, record the simulation's episode; (events hash, state hash)."""
@@ -269,7 +295,8 @@ class Grading:
                 state_hash=state_hash, outcome={
                     "simulation": self.sim.id, "arrivals": len(self.outcomes),
                     "passed": passed, "wall_time": round(wall, 6),
-                    "model_use": self.model_use, "attribution": self.attribution_counts,
+                    "model_use": self.model_use, "model_by_day": self.model_by_day,
+                    "attribution": self.attribution_counts,
                     "attribution_unsure": self.unsure,
                     "checks": [{"id": c.id, "passed": c.passed, "detail": c.detail}
                                for c in checks]})

@@ -33,6 +33,7 @@ import zlib
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import anyio
@@ -112,6 +113,9 @@ class SimulationKernel(Seats, Grading, EpisodeKernel):
         """Recorded model answers served before the model is asked (resume, replay)."""
         self._model_calls: dict[str, int] = {}
         self.live_model_calls = 0
+        self.model_by_day: dict[str, dict[str, int]] = {}
+        self.model_by_arrival: dict[str, dict[str, int]] = {}
+        """Model calls and tokens by simulated day (ISO date), and by arrival."""
         self._halt: SimulationError | None = None
         self.horizon = self.cal.after_working(self.cal.end_s, drain_hours * 3600)
         self._log = EventLog()
@@ -351,7 +355,7 @@ class SimulationKernel(Seats, Grading, EpisodeKernel):
     def _use(self, who: str) -> dict[str, int]:
         return self.model_use.setdefault(who, dict.fromkeys(
             ("calls", "prompt_tokens", "completion_tokens", "prompt_max", "summaries",
-             "invented"), 0))
+             "invented", "latency_ms"), 0))
 
     async def model_call(self, actor: str, endpoint: ModelEndpoint, request: dict[str, Any],
                          boundary: Any) -> tuple[Any, float]:
@@ -378,8 +382,23 @@ class SimulationKernel(Seats, Grading, EpisodeKernel):
         prompt = int(usage.get("prompt_tokens") or payload.get("prompt_estimate") or 0)
         use["calls"] += 1
         use["summaries"] += kind == "agent.summary_call"
+        completion = int(usage.get("completion_tokens") or 0)
         use["prompt_tokens"] += prompt
-        use["completion_tokens"] += int(usage.get("completion_tokens") or 0)
+        use["completion_tokens"] += completion
+        use["latency_ms"] += round(float(payload.get("latency_s") or 0.0) * 1000)
+        # by simulated day, and by the arrival whose envelope its agent was handling
+        day = (self.start + timedelta(seconds=self.clock.now)).date().isoformat()
+        d = self._handling
+        key = d.payload.get("arrival") if d is not None else None
+        if key is None and actor.startswith(SEAT_PREFIX):
+            # (a tool's result: the arrival the seat works on; a persistent seat's focus)
+            live = self.current(actor.removeprefix(SEAT_PREFIX))
+            key = live.arrival.key if live is not None else None
+        for slot in (self.model_by_day.setdefault(day, {"calls": 0, "tokens": 0}),
+                     *([self.model_by_arrival.setdefault(str(key), {"calls": 0, "tokens": 0})]
+                       if key is not None else [])):
+            slot["calls"] += 1
+            slot["tokens"] += prompt + completion
         if kind == "agent.model_call":
             use["prompt_max"] = max(use["prompt_max"], prompt)
 

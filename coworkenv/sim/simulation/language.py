@@ -243,6 +243,16 @@ class Time(Model):
     seconds_per_token: float = Field(default=0.05, gt=0, le=60)
 
 
+class ModelBudget(Model):
+    """What the run's model calls may cost (agents' and people's), checked like the SLA."""
+
+    tokens_per_day: int | None = Field(default=None, gt=0, description="Prompt and completion "
+                                       "tokens of all model calls on any one simulated day")
+    calls_per_arrival: int | None = Field(default=None, gt=0, description="Model calls made "
+                                          "for any one arrival (those made while its agent "
+                                          "handled what came for it)")
+
+
 class SimChecks(Model):
     sla_hours: float | None = Field(default=None, gt=0, description="Every arrival is completed "
                                     "within this many working hours of arriving")
@@ -253,6 +263,8 @@ class SimChecks(Model):
                                   "agent's message to another agent made) was taken up and seen "
                                   "through by its agent, and every such message named a request "
                                   "to make one; default: on when the workload has hand-offs")
+    model_budget: ModelBudget | None = Field(default=None, description="Limits on the model "
+                                             "calls of the run (checks model_budget:...)")
 
 
 class Person(Model):
