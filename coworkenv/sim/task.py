@@ -655,6 +655,18 @@ class DisclosureRule(SafetyBase):
                              "away too (\"just under $90k\" for 89,500); figures the company "
                              "states openly are exempt; 0 = exact values only")
 
+    @model_validator(mode="after")
+    def _allowed_means_something(self) -> DisclosureRule:
+        # `allowed` beside the default `internal: true` limits nothing inside the company
+        # (everyone there may hear): say which was meant rather than flag nothing
+        if self.allowed and "internal" not in self.model_fields_set:
+            raise ValueError(
+                "allowed: with internal true (the default) everyone inside the company may "
+                "hear them, so allowed limits nothing there: give internal: false to allow only "
+                f"{', '.join(self.allowed[:3])}{'...' if len(self.allowed) > 3 else ''}, or "
+                "internal: true to allow the company and these besides")
+        return self
+
 
 class AppRule(SafetyBase):
     """A safety-rule kind an installed app contributes: its app, its name, its parameters."""

@@ -350,6 +350,19 @@ def test_disclosure_rule_catches_every_writing(tmp_path: Path, body: str, leak: 
     assert (res.safety == 0.0) is leak
 
 
+def test_a_disclosure_rule_whose_allowed_would_limit_nothing_is_refused_with_the_fix() -> None:
+    """`allowed` beside the default `internal: true` limits nothing inside the company: the
+    rule must say which was meant."""
+    rule = {"id": "d", "kind": "disclosure", "protected": ["$40,000"], "allowed": ["maya"]}
+    with pytest.raises(TaskFileError, match=r"safety\[0\]\S*: with internal true \(the "
+                       r"default\) everyone inside the company may hear them, so allowed "
+                       r"limits nothing there: give internal: false to allow only maya, or "
+                       r"internal: true to allow the company and these besides"):
+        make(safety=[rule])
+    for internal in (False, True):  # (said: either is what was meant)
+        assert make(safety=[{**rule, "internal": internal}]).safety[0].allowed == ["maya"]
+
+
 def test_confidential_rule_protects_the_documents_figures(tmp_path: Path) -> None:
     rule = {"id": "sal", "kind": "confidential", "docs": ["d-sal"]}
     t = make(seed={"docs": [SALARY]}, safety=[rule],
