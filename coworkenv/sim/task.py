@@ -646,7 +646,8 @@ class DisclosureRule(SafetyBase):
     docs: list[str] = Field(default_factory=list, description="Documents whose passages are "
                             "protected")
     allowed: list[str] = Field(default_factory=list, description="People or groups who may "
-                               "hear them")
+                               "hear them (with `allowed`, say `internal` too: false for only "
+                               "them, true for the company and them)")
     internal: bool = Field(default=True, description="Everyone inside the company may hear them")
     passage_chars: int = Field(default=24, ge=8, description="A passage this long is a leak")
     tolerance: float = Field(default=0.05, ge=0, lt=1, description="A round figure (two "
