@@ -132,7 +132,8 @@ def runs(
     as_json: Annotated[bool, typer.Option("--json", help="JSON instead of a table")] = False,
 ) -> None:
     """List the runs of a store, oldest first: id, when it started, agent, tasks x trials,
-    status (finished; running, and by whom; unfinished: resume it), the scheduled (task,
+    status (finished; running, and by whom; failed or abandoned (a simulation that stopped
+    with an error, a session left); unfinished: resume it), the scheduled (task,
     trial) pairs done, pass rate and failures. Commands that take --run accept the start of
     an id; an episode id is RUN:TASK:TRIAL:ATTEMPT (attempt > 0: run again by --resume)."""
     import datetime
@@ -147,6 +148,8 @@ def runs(
     for x in rows:
         x["state"] = ("finished" if x["status"] == "finished" else
                       f"running ({x['holder']})" if x["holder"] else
+                      "failed" if x["status"] == "failed" else
+                      "abandoned" if x["status"] == "abandoned" else
                       "unfinished (--resume)")
         x["pass_rate"] = x["passed"] / x["scheduled"] if x["scheduled"] else None
     if as_json:

@@ -10,11 +10,25 @@ simulation waits at each of its ``await``s until what it waits for holds)::
         sim.check("ten-by-tuesday", sim.now.weekday() <= 1)
 
 :class:`Scenario` is the handle the script drives its running simulation with.
+
+How a script ends, and what the run records:
+
+- it returns: the simulation goes on to its end without it;
+- it raises (in its body, a ``sim.at``/``sim.every`` callback or a ``sim.until``
+  predicate): the simulation stops at that point and the run ends ``failed``; the error
+  names the script's line (:attr:`Scenario.error`, :meth:`Scenario.failure`);
+- the simulation ends while it waits (``sim.until`` of what never holds, ``sim.sleep`` past
+  the end): the check ``script:ran-to-end`` is recorded failed, naming the line it waited at;
+- it awaits something outside the simulation (``asyncio.sleep``, I/O) for longer than
+  :attr:`Scenario.outside_wait_s` seconds of wall time: it is cancelled there, the same
+  check is recorded failed, and the simulation goes on to its end without it.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import linecache
+import traceback
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from pathlib import Path
@@ -30,11 +44,18 @@ if TYPE_CHECKING:
 
 Script = Callable[["Scenario"], Awaitable[None]]
 
+ENDED_CHECK = "ran-to-end"
+"""The check a script that did not run to its end fails (``script:ran-to-end``)."""
+
 
 class Scenario:
     """A scenario script's handle on its running simulation. Everything it does happens at a
     quiescent point of the simulation (between two deliveries), so a script is as
     deterministic as the simulation."""
+
+    outside_wait_s: float = 30.0
+    """How long (wall seconds) the simulation waits for a script that awaits something other
+    than ``sim.until``/``sim.sleep`` before it goes on without the script."""
 
     def __init__(self, kernel: SimulationKernel) -> None:
         import anyio
@@ -43,8 +64,15 @@ class Scenario:
         self._waiting: tuple[Callable[[], bool], anyio.Event] | None = None
         self._yielded = anyio.Event()
         self._timers = 0
+        self._file: str | None = None
+        self._coro: Any = None
+        self._scope = anyio.CancelScope()
         self.done = False
         self.error: BaseException | None = None
+        """What the script raised (in its body or a callback): the run has failed."""
+        self.where = ""
+        """The script's line the error came from (``file:line``)."""
+        self._how = ""
 
     # reading ------------------------------------------------------------------------------
     @property
@@ -90,7 +118,7 @@ class Scenario:
         at = self.time(when) if isinstance(when, str) else float(when)
         self._timers += 1
         tid = f"script-{self._timers}"
-        self._k.timers[tid] = fn
+        self._k.timers[tid] = lambda: self._call(fn)
         self._k.clock.schedule(at, _Delivery("script", "kernel", "script", {"id": tid}),
                                priority=0)
 
@@ -155,15 +183,71 @@ class Scenario:
         await self.until(lambda: bool(flag))
 
     # the kernel's side ------------------------------------------------------------------------
-    async def _run(self, script: Script) -> None:
+    def _call(self, fn: Callable[[], Any]) -> None:
+        """A timer's callback; what it raises ends the script (and the run: ``failed``)."""
+        if self.error is not None:
+            return
         try:
-            await script(self)
+            fn()
         except Exception as exc:
-            self.error = exc
+            self._failed(exc, f"in a sim.at callback at {self.now:%Y-%m-%d %H:%M}")
+
+    def _failed(self, exc: Exception, how: str) -> None:
+        self.error = exc
+        line = next((f for f in reversed(traceback.extract_tb(exc.__traceback__))
+                     if f.filename == self._file), None)
+        self.where = f"{line.filename}:{line.lineno}" if line is not None else (
+            self._file or "")
+        self._how = how
+
+    def failure(self) -> str:
+        """The one line that says what the script raised, and where (with :attr:`error`)."""
+        exc = self.error
+        if exc is None:
+            return ""
+        where = f"at {self.where}, " if self.where else ""
+        said = "; ".join(x.strip() for x in str(exc).splitlines() if x.strip())
+        return f"scenario script: {type(exc).__name__}: {said} ({where}{self._how})"
+
+    @property
+    def stopped(self) -> bool:
+        """The script raised: the simulation stops at the next delivery."""
+        return self.error is not None
+
+    async def _run(self, script: Script) -> None:
+        self._file = _file_of(script)
+        try:
+            with self._scope:
+                self._coro = script(self)
+                await self._coro
+        except Exception as exc:
+            self._failed(exc, "in scenario()")
         finally:
             self.done = True
             self._waiting = None
             self._yielded.set()
+
+    async def _start(self, tg: Any, script: Script) -> None:
+        """Start the script and let it run to its first wait (or its end)."""
+        tg.start_soon(self._run, script, name="scenario-script")
+        await self._handed()
+
+    async def _handed(self) -> None:
+        """Wait until the script waits on the simulation again or ends; one that waits on
+        something else for longer than :attr:`outside_wait_s` is cancelled there."""
+        import anyio
+
+        with anyio.move_on_after(self.outside_wait_s):
+            await self._yielded.wait()
+        if self._yielded.is_set():
+            return
+        where = self._suspended_at()
+        self._scope.cancel()
+        await self._yielded.wait()
+        if self.error is None:
+            self._unfinished(f"it waited {where} on something outside the simulation (not "
+                             f"sim.until or sim.sleep) for over {self.outside_wait_s:g} s "
+                             "of wall time; the simulation went on without it")
 
     async def _poll(self) -> None:
         """After each delivery: if what the script waits for holds, let it run to its next
@@ -171,12 +255,48 @@ class Scenario:
         import anyio
 
         w = self._waiting
-        if w is None or not w[0]():
+        if w is None or self.error is not None:
+            return
+        try:
+            if not w[0]():
+                return
+        except Exception as exc:
+            self._failed(exc, f"in a sim.until predicate at {self.now:%Y-%m-%d %H:%M}")
             return
         self._waiting = None
         self._yielded = anyio.Event()
         w[1].set()
-        await self._yielded.wait()
+        await self._handed()
+
+    def _ended(self) -> None:
+        """The simulation has ended: a script still waiting did not run to its end (its check
+        fails, naming where it waited)."""
+        if not self.done and self.error is None:
+            self._unfinished(f"the simulation ended while it waited {self._suspended_at()}; "
+                             "what came after did not run")
+
+    def _unfinished(self, detail: str) -> None:
+        self.check(ENDED_CHECK, False, detail)
+
+    def _suspended_at(self) -> str:
+        """Where the script waits now: ``at FILE:LINE (the line's code)``."""
+        coro, frame = self._coro, None
+        while coro is not None:
+            f = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None)
+            if f is not None and f.f_code.co_filename == self._file:
+                frame = f
+            coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
+        if frame is None:
+            return "in the script"
+        code = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
+        return f"at {frame.f_code.co_filename}:{frame.f_lineno}" + (
+            f" ({code})" if code else "")
+
+
+def _file_of(script: Any) -> str | None:
+    """The file a scenario function was defined in (its lines are the ones errors name)."""
+    code = getattr(script, "__code__", None)
+    return code.co_filename if code is not None else None
 
 
 def load_script(path: Path) -> tuple[Path, Script]:

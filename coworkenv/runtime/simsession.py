@@ -19,20 +19,30 @@ caller thinks, the simulation waits (deterministic: the same actions give the sa
 
 This is how a trainer (TRL, OpenEnv, verifiers) trains one agent inside a busy company.
 Leaving the block ends the arrival in hand; the seat's later arrivals go to ``then`` (a
-policy name, default ``noop``) and the simulation runs to its end.
+policy name, default ``noop``) and the simulation runs to its end (the run ``finished``).
+
+Leaving it by an exception, or by a cancellation (a caller's timeout, the event loop closing
+while the block is open), stops the simulation there: the run ends ``abandoned`` (a session's
+actions cannot be replayed, so it is not resumable: run it again under a new ``run_id``) and
+the exception reaches the caller as itself. A usage error (a bad ``run_id``, file or agent)
+is raised by ``async with`` itself, before the block runs, as one
+:class:`~coworkenv.sim.RunConfigError`.
 """
 
 from __future__ import annotations
 
+import sys
 from collections import deque
 from collections.abc import Mapping
 from pathlib import Path
+from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
 
 from ..sim.errors import RunConfigError
+from .run import _ours, first_error
 from .session import Action, Observation, SessionAgent
 from .simulate import SimulationConfig, SimulationResult, asimulate
 
@@ -59,6 +69,7 @@ class SimulationSession:
         self._arrived = anyio.Event()
         self._current: SessionAgent | None = None
         self._done = anyio.Event()
+        self._started = anyio.Event()
         self._released = False
         self._tg: anyio.abc.TaskGroup | None = None
         self._fallback: Any = None
@@ -84,6 +95,7 @@ class SimulationSession:
     def _hook(self, kernel: SimulationKernel) -> None:
         self._kernel = kernel
         kernel.on_closed.append(self._closed)
+        self._started.set()
 
     def _release(self) -> None:
         """Later arrivals of the seat go to ``then`` (and are on record as its)."""
@@ -99,13 +111,12 @@ class SimulationSession:
         try:
             self.result = await asimulate(self.config, hold={self.seat: self._make},
                                           on_kernel=self._hook)
-        except BaseException as exc:
-            self.error = exc
-            if not isinstance(exc, Exception):
-                raise
+        except Exception as exc:  # (the simulation's error, as itself: not in a group)
+            self.error = _ours(exc) if isinstance(exc, BaseExceptionGroup) else exc
         finally:
             self._done.set()
             self._arrived.set()
+            self._started.set()
 
     async def __aenter__(self) -> SimulationSession:
         from ..agents.factory import agent_factory
@@ -117,9 +128,24 @@ class SimulationSession:
         self._stack = anyio.create_task_group()
         self._tg = await self._stack.__aenter__()
         self._tg.start_soon(self._run, name=f"simulation-holding-{self.seat}")
+        try:
+            await self._started.wait()  # (the run is on record, or it could not start)
+        except BaseException:
+            self._tg.cancel_scope.cancel()
+            await self._close(*sys.exc_info())
+            raise
+        if self._kernel is None and self.error is not None:  # (a usage error: said as is)
+            await self._close(None, None, None)
+            raise self.error
         return self
 
-    async def __aexit__(self, *exc: Any) -> None:
+    async def __aexit__(self, et: type[BaseException] | None, ev: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        if et is not None:  # (an exception or a cancellation: the run is abandoned there)
+            assert self._tg is not None
+            self._tg.cancel_scope.cancel()
+            await self._close(et, ev, tb)
+            return
         self._release()
         try:
             await self._end_current()
@@ -129,11 +155,30 @@ class SimulationSession:
                     await self._end_current()
                 self._arrived = anyio.Event()
                 await self._arrived.wait()
-        finally:
-            await self._stack.__aexit__(*exc)
-            self._tg = None
-        if self.error is not None and exc[0] is None:
+        except BaseException:
+            assert self._tg is not None
+            self._tg.cancel_scope.cancel()
+            await self._close(*sys.exc_info())
+            raise
+        await self._close(None, None, None)
+        if self.error is not None:
             raise self.error
+
+    async def _close(self, et: type[BaseException] | None, ev: BaseException | None,
+                     tb: TracebackType | None) -> None:
+        """Close the task group; a caller's exception ``ev`` goes on as itself (not in an
+        exception group), what the simulation raised beside it noted on it."""
+        try:
+            await self._stack.__aexit__(et, ev, tb)
+        except BaseExceptionGroup as group:
+            rest = group.split(lambda e: e is ev or isinstance(
+                e, anyio.get_cancelled_exc_class()))[1]
+            if ev is None:
+                raise first_error(rest or group) from group
+            if rest is not None:
+                ev.add_note(f"(the simulation failed too: {first_error(rest)!r})")
+        finally:
+            self._tg = None
 
     async def _end_current(self) -> None:
         """End the arrival in hand (the caller let go of it): its agent is told to end now,

@@ -13,8 +13,9 @@ A scenario script (:mod:`.scenario`) runs beside a simulation; the figures of a 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     from ..sim import Interrupt
     from ..sim.simulation import ArrivalOutcome, Loaded, SimCheck
     from ..sim.simulation.kernel import SimulationKernel
+    from ..store import EventStore
 
 __all__ = ["Scenario", "SimulationConfig", "SimulationResult", "asimulate", "figures",
            "figures_by", "load_script", "simulate", "simulation_report"]
@@ -71,6 +73,9 @@ class SimulationConfig:
     days: int | None = None
     """Run only the first working days of the clock (fixed-time arrivals and world events
     after them left out): a first look at a long simulation."""
+    seed: int | None = None
+    """Draw the workload with this seed instead of the file's (another draw of the same
+    company's days: ``coworkenv simulate --seeds``)."""
     memory: str | None = None
     """persistent | per_arrival for every agent of the roster; default: each seat's own
     ``memory``, else persistent for model-backed policies and per_arrival for the others."""
@@ -177,6 +182,8 @@ def _prepare(c: SimulationConfig) -> _Prepared:
     if c.cast not in (None, "scripted", "llm"):
         raise RunConfigError(f"cast: expected scripted or llm, got {c.cast!r}")
     loaded, script = load_file(c.file, c.script, c.days)
+    if c.seed is not None:
+        loaded = dataclasses.replace(loaded, sim=loaded.sim.model_copy(update={"seed": c.seed}))
     seats = {s.id for s in loaded.sim.roster}
     unknown = sorted(set(c.agents) - seats)
     if unknown:
@@ -232,6 +239,12 @@ async def _resume_state(store: Any, run_id: str, episode_id: str, policies: dict
             raise RunConfigError(f"resume: simulation run {run_id!r} is finished; nothing to "
                                  f"resume (its figures: coworkenv eval --run {run_id})")
         was = recorded[1]
+        held = sorted(k for k, v in (was.get("policies") or {}).items() if v == "session")
+        if held and was.get("policies") != policies:
+            raise RunConfigError(f"resume: simulation run {run_id!r} ({status}) held agent "
+                                 f"{held[0]!r} from outside (a SimulationSession), whose "
+                                 "actions cannot be replayed; run the simulation again under "
+                                 "a new run id")
         if was.get("simulation") != sim_id or was.get("policies") != policies or \
                 was.get("memory", dict.fromkeys(policies, "per_arrival")) != memory:
             raise RunConfigError(f"resume: run {run_id!r} was simulation "
@@ -248,8 +261,8 @@ async def _resume_state(store: Any, run_id: str, episode_id: str, policies: dict
         digest = events_hash(model_calls(r.events(episode_id))) if rows else ""  # (streamed)
         done = {e.episode_id for e in r.episodes(run_id, status="completed")} | {
             e.episode_id for e in r.episodes(run_id, status="failed")}
-        partial = [e.episode_id for e in r.episodes(run_id, status="running")
-                   if e.episode_id != episode_id]
+        partial = [e.episode_id for st in ("running", "aborted")
+                   for e in r.episodes(run_id, status=st) if e.episode_id != episode_id]
     if rows == 0:  # cut before its log began: it starts again
         partial.append(episode_id)
     for eid in partial:  # cut mid-record: recorded again, whole
@@ -348,8 +361,8 @@ async def asimulate(config: SimulationConfig, *, interrupt: Interrupt | None = N
     bus = _bus(config.bus)
     stop = interrupt or Interrupt()
     t0 = time.perf_counter()
-    async with stop.listening(), bus, EventStore(p.db) as store, \
-            contextlib.AsyncExitStack() as stack:
+    async with _final_state(p.db, p.run_id, stop) as run, stop.listening(), bus, \
+            _closed_whole(EventStore(p.db)) as store, contextlib.AsyncExitStack() as stack:
         if remote:  # the agents that workers serve (over the bus), each arrival its own
             pool = await stack.enter_async_context(RemotePool(bus))
             for sid in remote:
@@ -367,15 +380,17 @@ async def asimulate(config: SimulationConfig, *, interrupt: Interrupt | None = N
                                    {"simulation": sim.id, "file": str(loaded.path),
                                     "policies": p.policies, "memory": memory, "trials": 1,
                                     "tasks": [], **replaying})
+            run.started = True  # (from here on, it ends in a final state)
             kernel = SimulationKernel(
                 loaded, run_id=p.run_id, bus=bus, store=store, policies=factories,
                 person=person, agent_names=p.policies,
                 roles={sid: s.role for sid, s in specs.items()}, resume=resume,
                 drain_hours=config.drain_hours, persistent=persistent, answers=answers)
-            kernel.stopping = lambda: stop.requested
+            scenario = Scenario(kernel) if p.script is not None else None
+            kernel.stopping = lambda: stop.requested or (scenario is not None and
+                                                         scenario.stopped)
             if on_kernel is not None:
                 on_kernel(kernel)
-            scenario = Scenario(kernel) if p.script is not None else None
             if on_progress is not None:
                 end = kernel.cal.end_s
                 last = [0.0]
@@ -391,24 +406,28 @@ async def asimulate(config: SimulationConfig, *, interrupt: Interrupt | None = N
                         if scenario is not None:
                             assert p.script is not None
                             kernel.after_settle.append(scenario._poll)
-                            tg.start_soon(scenario._run, p.script, name="scenario-script")
-                            await scenario._yielded.wait()
+                            await scenario._start(tg, p.script)
                         async with _failed_replay(store, p.run_id):
                             await kernel.run_simulation()
-                        if stop.requested:  # (stopped between two deliveries)
+                        if scenario is not None and scenario.error is not None:
+                            tg.cancel_scope.cancel()  # (stopped where the script raised)
+                        elif stop.requested:  # (stopped between two deliveries)
                             tg.cancel_scope.cancel()
                         else:
+                            if scenario is not None:
+                                scenario._ended()  # (still waiting: its check fails)
                             events_hash, state_hash = await kernel.close_simulation(
                                 time.perf_counter() - t0)
                         if scenario is not None and not scenario.done:
                             tg.cancel_scope.cancel()  # (waiting for what never came)
             finally:
                 await store.flush()
+            if scenario is not None and scenario.error is not None:
+                failure = f"{scenario.failure()}; run {p.run_id} failed"
+                _end_run(p.db, p.run_id, "failed", failure)
+                raise RunConfigError(failure) from scenario.error
             if stop.requested:
                 raise RunInterrupted(p.run_id, [], stop.signum)
-            if scenario is not None and scenario.error is not None:
-                raise RunConfigError(f"scenario script: {type(scenario.error).__name__}: "
-                                     f"{scenario.error}") from scenario.error
             await store.finish_run(p.run_id)
             await store.flush()
     if on_progress is not None:
@@ -418,6 +437,97 @@ async def asimulate(config: SimulationConfig, *, interrupt: Interrupt | None = N
                             kernel.clock.now, time.perf_counter() - t0, kernel.backlog,
                             memory, kernel.model_use, kernel.attribution_counts,
                             _answer_figures(answers, kernel))
+
+
+@dataclass
+class _Started:
+    started: bool = False
+
+
+@contextlib.asynccontextmanager
+async def _final_state(db: Path, run_id: str, stop: Interrupt) -> AsyncIterator[_Started]:
+    """Around a run, outermost (its exit comes after the store has closed): a run that is on
+    record (``started``) and stops other than by finishing ends ``failed`` or ``abandoned``
+    (:func:`_ending`), else stays ``running``, resumable."""
+    run = _Started()
+    try:
+        yield run
+    except BaseException as exc:
+        ending = _ending(exc, stop.requested) if run.started else None
+        if ending is not None:
+            _end_run(db, run_id, *ending)
+        raise
+
+
+@contextlib.asynccontextmanager
+async def _closed_whole(store: EventStore) -> AsyncIterator[EventStore]:
+    """``async with store``, closed whole even when cancelled (its connection's thread would
+    otherwise outlive the event loop): what its writer had not taken is lost, and
+    :func:`_final_state` records how the run ended."""
+    import anyio
+
+    with anyio.CancelScope() as scope:
+        async with store:
+            try:
+                yield store
+            except BaseException:
+                scope.shield = True  # (from here on: its writer stops, its connection closes)
+                raise
+
+
+def _ending(exc: BaseException, interrupted: bool) -> tuple[str, str] | None:
+    """How a run that stopped with ``exc`` ends, and why: ``failed`` (the simulation's error),
+    ``abandoned`` (cancelled from outside: a session left, a caller's timeout), or None: it
+    stays as it is, resumable (interrupted; a usage error, such as a resume that does not
+    replay what was recorded; a replay that can go on; another runner holds it)."""
+    import anyio
+
+    from ..errors import CoworkenvError
+    from ..sim import RunInterrupted
+    from ..store import LeaseHeldError, LeaseLostError
+
+    leaves: list[BaseException] = []
+
+    def flatten(e: BaseException) -> None:
+        if isinstance(e, BaseExceptionGroup):
+            for x in e.exceptions:
+                flatten(x)
+        else:
+            leaves.append(e)
+    flatten(exc)
+    if any(isinstance(e, RunInterrupted | ReplayDiffers | LeaseHeldError | LeaseLostError |
+                      RunConfigError) or str(e).startswith("resume:") for e in leaves):
+        return None
+    error = next((e for e in leaves if isinstance(e, Exception)), None)
+    if error is not None:
+        return "failed", str(error) if isinstance(error, CoworkenvError) else \
+            f"{type(error).__name__}: {error}"
+    if not interrupted and any(isinstance(e, anyio.get_cancelled_exc_class()) for e in leaves):
+        return "abandoned", "cancelled before the simulation ended"
+    return None
+
+
+def _end_run(db: Path, run_id: str, status: str, why: str) -> None:
+    """End a run that stopped before its end: ``status`` (failed, abandoned) on the run, its
+    simulation episode (``why`` as its failure) and the arrivals it cut short ``aborted``.
+    Written here, not through the event store: a cancellation has stopped its writer too.
+    Best effort: a store that cannot be written (locked past 30 s, gone) keeps the run as it
+    was, and the error that stopped the run is the one said."""
+    import sqlite3
+
+    if str(db) == ":memory:" or str(db).startswith("file::memory:"):
+        return
+    with contextlib.suppress(sqlite3.Error), \
+            contextlib.closing(sqlite3.connect(db, timeout=30, isolation_level=None)) as c:
+        c.execute("BEGIN IMMEDIATE")
+        c.execute("UPDATE episodes SET status='aborted', termination=?, failure=?, "
+                  "finished_at=? WHERE episode_id=? AND status='running'",
+                  (status, why, time.time(), f"{run_id}:@simulation"))
+        c.execute("UPDATE episodes SET status='aborted', termination='aborted' "
+                  "WHERE run_id=? AND status='running'", (run_id,))
+        c.execute("UPDATE runs SET status=? WHERE run_id=? AND status='running'",
+                  (status, run_id))
+        c.execute("COMMIT")
 
 
 @contextlib.asynccontextmanager
