@@ -32,7 +32,7 @@ QUICK: dict[str, list[str]] = {
     "synth": ["--tasks", "5", "--repeats", "1"],
     "sessions": ["--sessions", "8", "--steps", "4"],
     "scale": ["--quick"],
-    "simulate": ["--repeats", "1", "--memory-days", "5", "--many", "5"],
+    "simulate": ["--repeats", "1", "--memory-days", "5", "--many", "5", "--seeds-n", "4"],
     "persistent": ["--days", "4", "--recall-day", "3"],
 }
 """The benchmarks, in the order they run, with their --quick arguments."""

@@ -174,7 +174,20 @@ def _simulate(r: dict[str, Any]) -> list[tuple[str, str, str, str]]:
             (f"simulate: {_n(_get(r, 'many', 'simulations'))} one-day simulations at once (s)",
              _n(_get(r, "many", "at_once_wall_s"), 2),
              f"one after another {_n(_get(r, 'many', 'one_after_another_wall_s'), 2)} s",
-             _n(_get(r, "many", "ratio_at_once_vs_sequential"), 3))]
+             _n(_get(r, "many", "ratio_at_once_vs_sequential"), 3)),
+            *_seeds(r)]
+
+
+def _seeds(r: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    """The largest batch of ``--seeds``: over every core against one process."""
+    runs = _get(r, "seeds", "runs") or []
+    if not runs:
+        return []
+    cores, big = _get(r, "seeds", "cores"), runs[-1]
+    return [(f"simulate --seeds {big['simulations']}: arrivals/s over {cores} processes",
+             _n(_get(big, f"p{cores}", "arrivals_per_s"), 1),
+             f"one process {_n(_get(big, 'p1', 'arrivals_per_s'), 1)}",
+             _n(big.get("speedup"), 3))]
 
 
 def _persistent(r: dict[str, Any]) -> list[tuple[str, str, str, str]]:

@@ -67,7 +67,8 @@ SMALLER = [  # (pattern, arguments appended: a later value of an option wins)
     (r"^python bench/sessions\.py", ["--sessions", "8", "--steps", "4"]),
     (r"^python bench/scale\.py", ["--episodes", "16", "--rounds", "1", "--engines",
                                   "processes-1,ray-1"]),
-    (r"^python bench/simulate\.py", ["--repeats", "1", "--memory-days", "2", "--many", "3"]),
+    (r"^python bench/simulate\.py", ["--repeats", "1", "--memory-days", "2", "--many", "3",
+                                     "--seeds-n", "2"]),
     (r"^python bench/persistent\.py", ["--days", "4", "--recall-day", "3"]),
     (r"^python bench/all\.py", ["--quick", "--only", "store"]),  # (each runs above)
 ]

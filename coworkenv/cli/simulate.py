@@ -87,6 +87,16 @@ def simulate(
     replay_live: Annotated[bool, typer.Option(
         "--replay-live", help="With --replay-model: from the first call the recording does "
         "not hold or whose request differs, go on with the model (--base-url)")] = False,
+    seeds: Annotated[int | None, typer.Option(
+        help="Run the simulation N times, the workload drawn with seeds S..S+N-1 (S: the "
+             "file's seed), each a run of its own (RUN-s<seed>; --run-id names the batch), "
+             "recorded in shards beside --db and merged into it at the end")] = None,
+    processes: Annotated[int, typer.Option(
+        help="With --seeds: OS processes to run the simulations over (each its share in "
+             "one event loop)")] = 1,
+    concurrency: Annotated[int, typer.Option(
+        help="With --seeds: simulations at once in each process (model-backed agents: "
+             "their calls in flight together)")] = 8,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON")] = False,
     mutate: Annotated[bool, typer.Option(
         "--mutate", help="Instead of one run: the mutation check of the simulation's "
@@ -119,6 +129,12 @@ def simulate(
                               max_arg_chars=max_arg_chars, replay_model=replay_model,
                               replay_db=replay_db, replay_live=replay_live, cast=cast,
                               cast_model=cast_model, cast_base_url=cast_base_url)
+    if seeds is not None:
+        _batch(config, seeds, processes, concurrency, as_json)
+        return
+    if processes != 1:
+        raise fail("--processes: runs several simulations (with --seeds N); one simulation "
+                   "runs in one event loop")
     stop = Interrupt(STOP_SIGNALS)
     quiet = as_json or not sys.stderr.isatty()
     progress = Progress(TextColumn("simulating"), BarColumn(), TextColumn(
@@ -149,6 +165,60 @@ def simulate(
     print_summary(summary)
     console.print(f"recorded in {db} (run {result.run_id}); per arrival: coworkenv eval --db "
                   f"{db} --run {result.run_id}", highlight=False)
+
+
+def _batch(config: Any, seeds: int, processes: int, concurrency: int, as_json: bool) -> None:
+    """``--seeds N``: the simulation N times over ``processes``; a table of the runs and the
+    batch's rates."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from ..errors import CoworkenvError
+    from ..runtime.simbatch import simulate_seeds
+    from ..runtime.simulate import load_file
+    from ..sim import TaskFileError
+
+    if seeds < 1:
+        raise fail(f"--seeds: expected at least 1, got {seeds}")
+    try:
+        first = load_file(config.file, config.script, config.days)[0].sim.seed
+    except (TaskFileError, CoworkenvError) as exc:
+        raise fail(str(exc)) from None
+    progress = Progress(TextColumn("simulations"), BarColumn(), MofNCompleteColumn(),
+                        TimeElapsedColumn(), console=err,
+                        disable=as_json or not sys.stderr.isatty(), transient=True)
+    bar = progress.add_task("batch", total=seeds)
+    try:
+        with progress:
+            batch = simulate_seeds(config, range(first, first + seeds), processes=processes,
+                                   concurrency=concurrency,
+                                   on_done=lambda _: progress.advance(bar))
+    except (TaskFileError, CoworkenvError) as exc:
+        raise fail(str(exc)) from None
+    out = {"batch": batch.run_id, "simulations": len(batch.runs),
+           "finished_earlier": batch.earlier, "processes": processes,
+           "arrivals": batch.arrivals, "pass_rate": round(batch.pass_rate, 4),
+           "wall_seconds": round(batch.wall_seconds, 3),
+           "simulations_per_s": round(batch.simulations_per_s, 3),
+           "arrivals_per_s": round(batch.arrivals_per_s, 1),
+           "runs": [summary_of(r) for r in batch.runs]}
+    if as_json:
+        sys.stdout.write(json.dumps(out, indent=2) + "\n")
+        return
+    print_table(f"{batch.runs[0].simulation if batch.runs else ''} (batch {batch.run_id}): "
+                "by seed", [Column("run"), Column("arrivals", 0, True),
+                            Column("pass rate", 0, True), Column("checks"),
+                            Column("events hash")],
+                [[r.run_id, str(len(r.outcomes)), f"{r.pass_rate:.3f}",
+                  " ".join(f"{c.id} {'pass' if c.passed else 'FAIL'}" for c in r.checks),
+                  r.events_hash[:16]] for r in batch.runs])
+    console.print(f"{len(batch.runs)} simulations, {batch.arrivals} arrivals, pass rate "
+                  f"{batch.pass_rate:.3f}, in {batch.wall_seconds:.2f} s over {processes} "
+                  f"process(es): {batch.simulations_per_s:.2f} simulations/s, "
+                  f"{batch.arrivals_per_s:.1f} arrivals/s"
+                  + (f"; finished before: {', '.join(batch.earlier)}" if batch.earlier
+                     else ""), highlight=False)
+    console.print(f"recorded in {config.db} (runs {batch.run_id}-s<seed>); per arrival: "
+                  f"coworkenv eval --db {config.db} --run RUN", highlight=False)
 
 
 def _mutation_check(file: Path, as_json: bool) -> None:

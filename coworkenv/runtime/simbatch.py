@@ -1,0 +1,179 @@
+"""Many simulations at once: one simulation file drawn with several seeds, over several OS
+processes (``coworkenv simulate FILE --seeds N --processes P``).
+
+Each seed is a run of its own (``RUN-s<seed>``: the workload drawn anew, the same company and
+roster), recorded in a shard file of its own beside the store (``DB.seeds/RUN-s<seed>.db``:
+one writer per file), and the shards are merged into the store once every run has ended.
+Each process runs its share of the seeds in one event loop, ``concurrency`` at a time (for
+model-backed agents, their calls in flight together). A batch that is interrupted goes on with
+``resume``: finished runs are left as they are, the others resumed from their shards.
+
+    from coworkenv.runtime.simbatch import simulate_seeds
+    batch = simulate_seeds(SimulationConfig("week.yaml", db="runs/w.db"), seeds=range(7, 23),
+                           processes=2)
+    print(batch.arrivals_per_s, [r.pass_rate for r in batch.runs])
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import multiprocessing
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..sim.errors import RunConfigError
+from .simulate import SimulationConfig, SimulationResult, asimulate
+
+__all__ = ["BatchResult", "shard_folder", "simulate_seeds"]
+
+
+@dataclass
+class BatchResult:
+    """The runs of a batch (in seed order) and how long the batch took."""
+
+    run_id: str
+    runs: list[SimulationResult]
+    wall_seconds: float
+    processes: int
+    db: Path
+    earlier: list[str] = field(default_factory=list)
+    """Runs a resumed batch found finished already (not run again, not in ``runs``)."""
+
+    @property
+    def arrivals(self) -> int:
+        return sum(len(r.outcomes) for r in self.runs)
+
+    @property
+    def arrivals_per_s(self) -> float:
+        return self.arrivals / self.wall_seconds if self.wall_seconds else 0.0
+
+    @property
+    def simulations_per_s(self) -> float:
+        return len(self.runs) / self.wall_seconds if self.wall_seconds else 0.0
+
+    @property
+    def pass_rate(self) -> float:
+        graded = [o.passed for r in self.runs for o in r.outcomes]
+        return sum(graded) / len(graded) if graded else 0.0
+
+
+def shard_folder(db: str | Path) -> Path:
+    """Where a batch's runs are recorded until they are merged into ``db``."""
+    p = Path(db)
+    return p.with_name(p.name + ".seeds")
+
+
+def simulate_seeds(config: SimulationConfig, seeds: Sequence[int], *, processes: int = 1,
+                   concurrency: int = 8,
+                   on_done: Callable[[SimulationResult], None] | None = None) -> BatchResult:
+    """Run ``config``'s simulation once per seed, over ``processes`` OS processes (fork;
+    call it outside an event loop), and merge the runs into ``config.db``. ``config.run_id``
+    names the batch (default: a new one); ``config.resume`` goes on with an interrupted batch
+    of that id. ``on_done`` hears each run as it ends (in this process: one process, or as
+    each process's share comes back)."""
+    from ..sim import new_run_id
+    from ..store import Reader, merge_stores
+
+    seeds = list(dict.fromkeys(int(s) for s in seeds))
+    if not seeds:
+        raise RunConfigError("seeds: give at least one")
+    if processes < 1 or concurrency < 1:
+        raise RunConfigError(f"processes and concurrency: at least 1 (got {processes}, "
+                             f"{concurrency})")
+    if config.replay_model is not None or config.script is not None:
+        raise RunConfigError("seeds: a batch of seeds runs simulation files, without "
+                             "--replay-model or a scenario script")
+    if config.resume and config.run_id is None:
+        raise RunConfigError("resume: give the batch's run id (--run-id) to resume it")
+    base = config.run_id or new_run_id().replace("run-", "sim-", 1)
+    db = Path(config.db)
+    folder = shard_folder(db)
+    done: set[str] = set()
+    if db.exists() and db.stat().st_size:
+        with Reader(db) as reader:
+            have = {x["run_id"]: x["status"] for x in reader.runs()}
+        mine = [f"{base}-s{s}" for s in seeds if f"{base}-s{s}" in have]
+        if mine and not config.resume:
+            raise RunConfigError(f"run_id: {db} holds runs of batch {base!r} already "
+                                 f"({mine[0]}, ...); resume it with --resume, or give "
+                                 "another --run-id")
+        done = {rid for rid in mine if have[rid] == "finished"}
+    folder.mkdir(parents=True, exist_ok=True)
+    jobs = []
+    for s in seeds:
+        rid = f"{base}-s{s}"
+        if rid in done:
+            continue
+        shard = folder / f"{rid}.db"
+        jobs.append(dataclasses.replace(
+            config, run_id=rid, seed=s, db=shard,
+            resume=bool(config.resume and shard.exists() and shard.stat().st_size)))
+    t0 = time.perf_counter()
+    if processes == 1 or len(jobs) <= 1:
+        results = _share(jobs, concurrency, on_done)
+    else:
+        ctx = multiprocessing.get_context("fork")
+        shares = [(jobs[i::processes], concurrency) for i in range(processes)
+                  if jobs[i::processes]]
+        with ctx.Pool(len(shares)) as pool:
+            results = []
+            for got in pool.imap_unordered(_share_in_child, shares):
+                if isinstance(got, BaseException):
+                    raise got
+                for one in got:
+                    results.append(one)
+                    if on_done is not None:
+                        on_done(one)
+    wall = time.perf_counter() - t0
+    shards = sorted(f for f in folder.glob("*.db") if f.is_file())
+    if shards:
+        merge_stores(shards, db)
+        for f in shards:
+            for extra in (f, f.with_name(f.name + "-wal"), f.with_name(f.name + "-shm")):
+                extra.unlink(missing_ok=True)
+    if not any(folder.iterdir()):
+        folder.rmdir()
+    order = {f"{base}-s{s}": i for i, s in enumerate(seeds)}
+    results.sort(key=lambda r: order[r.run_id])
+    for r in results:
+        r.db = db
+    return BatchResult(base, results, wall, processes, db, sorted(done, key=order.__getitem__))
+
+
+def _share(jobs: list[SimulationConfig], concurrency: int,
+           on_done: Callable[[SimulationResult], None] | None = None) -> list[SimulationResult]:
+    """One process's share: its simulations in one event loop, ``concurrency`` at once."""
+    import anyio
+
+    out: list[SimulationResult] = []
+
+    async def main() -> None:
+        limit = anyio.Semaphore(concurrency)
+
+        async def one(c: SimulationConfig) -> None:
+            async with limit:
+                r = await asimulate(c)
+            out.append(r)
+            if on_done is not None:
+                on_done(r)
+        async with anyio.create_task_group() as tg:
+            for c in jobs:
+                tg.start_soon(one, c)
+    if jobs:
+        anyio.run(main)
+    return out
+
+
+def _share_in_child(args: tuple[list[SimulationConfig], int]) -> Any:
+    """A forked process's share (an error comes back as the exception, said once)."""
+    jobs, concurrency = args
+    try:
+        return _share(jobs, concurrency)
+    except BaseException as exc:  # (an ExceptionGroup of one: the one)
+        while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+            exc = exc.exceptions[0]
+        return RunConfigError(f"{type(exc).__name__}: {exc}") \
+            if not isinstance(exc, RunConfigError) else exc
