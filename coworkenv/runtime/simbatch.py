@@ -75,7 +75,7 @@ def simulate_seeds(config: SimulationConfig, seeds: Sequence[int], *, processes:
     of that id. ``on_done`` hears each run as it ends (in this process: one process, or as
     each process's share comes back)."""
     from ..sim import new_run_id
-    from ..store import Reader, merge_stores
+    from ..store import Reader
 
     seeds = list(dict.fromkeys(int(s) for s in seeds))
     if not seeds:
@@ -105,42 +105,87 @@ def simulate_seeds(config: SimulationConfig, seeds: Sequence[int], *, processes:
     jobs = []
     for s in seeds:
         rid = f"{base}-s{s}"
+        shard = folder / f"{rid}.db"
+        on_file = shard.exists() and bool(shard.stat().st_size)
+        if on_file and rid not in done:
+            with Reader(shard) as reader:
+                finished = any(x["run_id"] == rid and x["status"] == "finished"
+                               for x in reader.runs())
+            if finished:  # (it ended, and was cut before it was merged)
+                _merge_into([shard], db)
+                done.add(rid)
         if rid in done:
             continue
-        shard = folder / f"{rid}.db"
-        jobs.append(dataclasses.replace(
-            config, run_id=rid, seed=s, db=shard,
-            resume=bool(config.resume and shard.exists() and shard.stat().st_size)))
+        jobs.append(dataclasses.replace(config, run_id=rid, seed=s, db=shard,
+                                        resume=bool(config.resume and on_file)))
+    results: list[SimulationResult] = []
+
+    def ended(r: SimulationResult) -> None:
+        results.append(r)
+        if on_done is not None:
+            on_done(r)
     t0 = time.perf_counter()
-    if processes == 1 or len(jobs) <= 1:
-        results = _share(jobs, concurrency, on_done)
-    else:
-        ctx = multiprocessing.get_context("fork")
-        shares = [(jobs[i::processes], concurrency) for i in range(processes)
-                  if jobs[i::processes]]
-        with ctx.Pool(len(shares)) as pool:
-            results = []
-            for got in pool.imap_unordered(_share_in_child, shares):
-                if isinstance(got, BaseException):
-                    raise got
-                for one in got:
-                    results.append(one)
-                    if on_done is not None:
-                        on_done(one)
+    try:
+        if processes == 1 or len(jobs) <= 1:
+            _share(jobs, concurrency, ended)
+        else:
+            _in_processes(jobs, processes, concurrency, ended)
+    finally:  # (what ended is merged, in one go: a merge a run costs more than the runs)
+        if results:
+            _merge_into([Path(r.db) for r in results], db)
+            for r in results:
+                r.db = db
     wall = time.perf_counter() - t0
-    shards = sorted(f for f in folder.glob("*.db") if f.is_file())
-    if shards:
-        merge_stores(shards, db)
-        for f in shards:
-            for extra in (f, f.with_name(f.name + "-wal"), f.with_name(f.name + "-shm")):
-                extra.unlink(missing_ok=True)
     if not any(folder.iterdir()):
         folder.rmdir()
     order = {f"{base}-s{s}": i for i, s in enumerate(seeds)}
     results.sort(key=lambda r: order[r.run_id])
-    for r in results:
-        r.db = db
     return BatchResult(base, results, wall, processes, db, sorted(done, key=order.__getitem__))
+
+
+def _merge_into(shards: list[Path], db: Path) -> None:
+    """Runs' shards into the store (one transaction), then the shards gone."""
+    from ..store import merge_stores
+
+    merge_stores(shards, db)
+    for shard in shards:
+        for extra in (shard, shard.with_name(shard.name + "-wal"),
+                      shard.with_name(shard.name + "-shm")):
+            extra.unlink(missing_ok=True)
+
+
+def _in_processes(jobs: list[SimulationConfig], processes: int, concurrency: int,
+                  ended: Callable[[SimulationResult], None]) -> None:
+    """The jobs over forked processes, each its share in one event loop; each run comes
+    back as it ends. A process's error stops the batch once every process has ended (what
+    ended is merged; the rest resumes)."""
+    import os
+
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.SimpleQueue()
+    shares = [jobs[i::processes] for i in range(processes) if jobs[i::processes]]
+    children = [ctx.Process(target=_child, args=(share, concurrency, queue, os.getpid()),
+                            name=f"coworkenv-seeds-{i}", daemon=True)
+                for i, share in enumerate(shares)]
+    for c in children:
+        c.start()
+    left, error = len(children), None
+    try:
+        while left:
+            kind, item = queue.get()
+            if kind == "done":
+                ended(item)
+            else:
+                left -= 1
+                if kind == "error" and error is None:
+                    error = item
+    finally:
+        for c in children:
+            c.join(timeout=None if error is None else 5)
+            if c.is_alive():
+                c.terminate()
+    if error is not None:
+        raise error
 
 
 def _share(jobs: list[SimulationConfig], concurrency: int,
@@ -167,13 +212,18 @@ def _share(jobs: list[SimulationConfig], concurrency: int,
     return out
 
 
-def _share_in_child(args: tuple[list[SimulationConfig], int]) -> Any:
-    """A forked process's share (an error comes back as the exception, said once)."""
-    jobs, concurrency = args
+def _child(jobs: list[SimulationConfig], concurrency: int, queue: Any, parent: int) -> None:
+    """A forked process: its share, each run sent back as it ends; then ``end``, or
+    ``error`` with the exception (an exception group of one: the one), said once."""
+    from ..sim.runner import _orphan_watch  # (a child left running would race a --resume)
+
+    _orphan_watch(parent, multiprocessing.current_process().name)
     try:
-        return _share(jobs, concurrency)
-    except BaseException as exc:  # (an ExceptionGroup of one: the one)
+        _share(jobs, concurrency, lambda r: queue.put(("done", r)))
+    except BaseException as exc:
         while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
             exc = exc.exceptions[0]
-        return RunConfigError(f"{type(exc).__name__}: {exc}") \
-            if not isinstance(exc, RunConfigError) else exc
+        queue.put(("error", exc if isinstance(exc, RunConfigError) else
+                   RunConfigError(f"{type(exc).__name__}: {exc}")))
+        return
+    queue.put(("end", None))
