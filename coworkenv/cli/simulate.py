@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -137,13 +138,23 @@ def simulate(
                    "runs in one event loop")
     stop = Interrupt(STOP_SIGNALS)
     quiet = as_json or not sys.stderr.isatty()
+    loaded = _look(config)
+    expected = loaded.expected_arrivals if loaded is not None else 0
+    if loaded is not None and not as_json:
+        sim = loaded.sim
+        people = len(loaded.company.get("people", []))
+        err.print(f"{sim.id}: {sim.clock.days} working days, {len(sim.roster)} agents, "
+                  f"{people} people; about {expected:,} arrivals expected"
+                  + (" (and those its on: triggers make)" if any(
+                      st.on is not None for st in sim.workload) else ""), highlight=False)
     progress = Progress(TextColumn("simulating"), BarColumn(), TextColumn(
         "{task.fields[days]}"), TextColumn("{task.fields[graded]} graded"), TimeElapsedColumn(),
                         console=err, disable=quiet, transient=True)
     bar = progress.add_task("sim", total=1.0, days="", graded=0)
 
     def on_progress(frac: float, graded: int) -> None:
-        progress.update(bar, completed=frac, days=f"{frac:.0%} of the days", graded=graded)
+        progress.update(bar, completed=frac, days=f"{frac:.0%} of the days",
+                        graded=f"{graded:,} of about {expected:,}" if expected else graded)
 
     try:
         with progress:
@@ -158,7 +169,7 @@ def simulate(
     except CoworkenvError as exc:
         msg = str(exc)
         raise fail(msg, 1 if msg.startswith("scenario script") else 2) from None
-    summary = summary_of(result)
+    summary = summary_of(result, loaded)
     if as_json:
         sys.stdout.write(json.dumps(summary, indent=2) + "\n")
         return
@@ -251,9 +262,28 @@ def _mutation_check(file: Path, as_json: bool) -> None:
         raise typer.Exit(1)
 
 
-def summary_of(result: Any) -> dict[str, Any]:
+def _look(config: Any) -> Any:
+    """The simulation file as loaded (for what the run is about to be), or None where it
+    cannot be (the run says why)."""
+    from ..errors import CoworkenvError
+    from ..runtime.simulate import load_file
+    from ..sim import TaskFileError
+
+    try:
+        return load_file(config.file, config.script, config.days)[0]
+    except (TaskFileError, CoworkenvError, OSError):
+        return None
+
+
+def summary_of(result: Any, loaded: Any = None) -> dict[str, Any]:
     days = result.sim_seconds / 86400
-    return {
+    clock: dict[str, Any] = {}
+    if loaded is not None:
+        cal = loaded.calendar
+        clock = {"ended_at": cal.at(result.sim_seconds).isoformat(),
+                 "working_day": cal.working_day(result.sim_seconds),
+                 "working_days": loaded.sim.clock.days}
+    return {**clock,
         "run": result.run_id, "simulation": result.simulation, "arrivals": len(result.outcomes),
         "pass_rate": round(result.pass_rate, 4), "passed": result.passed,
         "by_agent": result.by("agent"), "by_family": result.by("family"),
@@ -290,12 +320,14 @@ def print_agents(by_agent: dict[str, dict[str, Any]]) -> None:
         unsure = sum(n for k, n in credit.items() if "ambiguous" in k or k in ("focus", "none"))
         rows.append([name, f.get("memory", ""), str(f.get("model_calls", 0)),
                      str(f.get("tokens", 0)), str(f.get("prompt_max", 0)),
+                     f"{f.get('model_s', 0.0):.1f}",
                      str(sum(credit.values())), str(unsure),
                      ", ".join(f"{k} {n}" for k, n in credit.items()) or "-"])
     if rows:
         print_table("agents", [Column("agent"), Column("memory"),
                                Column("model calls", 0, True), Column("tokens", 0, True),
                                Column("largest prompt", 0, True),
+                               Column("model s", 0, True),
                                Column("actions credited", 0, True),
                                Column("unsure or uncredited", 0, True), Column("credited by")],
                     rows)
@@ -309,12 +341,16 @@ def print_summary(s: dict[str, Any]) -> None:
     for c in s["checks"]:
         mark = "[green]pass[/green]" if c["passed"] else "[red]FAIL[/red]"
         console.print(f"check {c['id']}: {mark} ({c['detail']})")
-    per_s = s["simulated_days"] / s["wall_seconds"] if s["wall_seconds"] else 0.0
-    console.print(f"{s['arrivals']} arrivals, pass rate {s['pass_rate']:.3f}; "
-                  f"{s['simulated_days']:.2f} simulated days in {s['wall_seconds']:.2f} s "
-                  f"({per_s:.1f} days per second), {s['events']} events (hash "
-                  f"{s['events_hash'][:16]}), largest backlog {s['backlog_max']}",
-                  highlight=False)
+    if "ended_at" in s:
+        ended = datetime.fromisoformat(s["ended_at"])
+        clock = (f"the clock ran to {ended:%a %d %b %H:%M} (working day {s['working_day']} "
+                 f"of {s['working_days']})")
+    else:
+        clock = f"{s['simulated_days']:.2f} calendar days of the clock"
+    console.print(f"{s['arrivals']} arrivals, pass rate {s['pass_rate']:.3f}; {clock} in "
+                  f"{s['wall_seconds']:.2f} s, {s['events']} events (hash "
+                  f"{s['events_hash'][:16]}); at most {s['backlog_max']} arrivals open at one "
+                  "time (waiting or in work)", highlight=False)
     answers = s.get("model_answers") or {}
     if answers.get("recorded"):
         console.print(f"model answers: {answers['recorded']} served from the recording "

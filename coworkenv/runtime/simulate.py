@@ -113,7 +113,8 @@ class SimulationResult:
     """Each agent's memory: persistent or per_arrival."""
     model_use: dict[str, dict[str, int]] = field(default_factory=dict)
     """Per agent (and ``people``): model calls, prompt and completion tokens, the largest
-    prompt (tokens as the server counts them, else estimated), summaries."""
+    prompt (tokens as the server counts them, else estimated), summaries, the calls' latency
+    (``latency_ms``)."""
     attribution: dict[str, dict[str, int]] = field(default_factory=dict)
     """Per persistent agent: its actions by how they were credited (``re``, ``entity``,
     ``reply``, ``person``, ``only open``, ``focus``, ``none``; ambiguous ones apart)."""
@@ -144,6 +145,7 @@ class SimulationResult:
                 if use:
                     f["model_calls"], f["prompt_max"] = use["calls"], use["prompt_max"]
                     f["tokens"] = use["prompt_tokens"] + use["completion_tokens"]
+                    f["model_s"] = round(use.get("latency_ms", 0) / 1000, 3)
                 if sid in self.attribution:
                     f["attribution"] = dict(sorted(self.attribution[sid].items()))
         return out

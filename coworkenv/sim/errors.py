@@ -24,10 +24,19 @@ class SimError(CoworkenvError):
 
 
 class TaskFileError(SimError):
+    """A file's problems, each naming the file; the message shows the first
+    :attr:`SHOWN` of them and says how many more there are (``problems`` holds them all)."""
+
+    SHOWN = 20
+
     def __init__(self, file: str, problems: list[str]) -> None:
         self.file = file
         self.problems = problems
-        super().__init__("\n".join(f"{file}: {p}" for p in problems))
+        shown = [f"{file}: {p}" for p in problems[: self.SHOWN]]
+        if len(problems) > self.SHOWN:
+            shown.append(f"{file}: ... and {len(problems) - self.SHOWN:,} more problem(s) "
+                          "like these")
+        super().__init__("\n".join(shown))
 
 
 class EpisodeFailure(SimError):

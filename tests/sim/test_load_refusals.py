@@ -4,8 +4,12 @@ and so is a cycle of ``on: {done: ...}`` triggers that would never let the clock
 
 from __future__ import annotations
 
+import os
+import re
+import sqlite3
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -196,3 +200,61 @@ def test_days_leave_out_what_starts_after_them_but_check_the_whole_file(tmp_path
     path = _write(tmp_path, sim)
     with pytest.raises(TaskFileError, match=r"workload\[0\]\.at\[3\]: 'd2 17:30' is after"):
         load_simulation(path, days=1)
+
+
+# bounds a file cannot escape (issue 58, item 2) ------------------------------------------------
+def test_a_roster_past_the_bound_is_one_line_at_once(tmp_path: Path) -> None:
+    sim = _base()
+    sim["roster"] = [{"id": f"a{i}", "person": "helpdesk", "policy": "oracle"}
+                     for i in range(10_000)]
+    path = _write(tmp_path, sim)
+    t0 = time.perf_counter()
+    with pytest.raises(TaskFileError) as got:
+        load_simulation(path)
+    assert time.perf_counter() - t0 < 10
+    assert str(got.value) == (f"{path}: roster: 10,000 agents, more than 1,000 (raise "
+                              "COWORKENV_SIM_MAX_AGENTS to run it)")
+
+
+def test_a_workload_past_the_arrival_bound_is_refused_with_its_estimate(
+        tmp_path: Path) -> None:
+    path = _write(tmp_path, _base())
+    assert load_simulation(path).expected_arrivals == 2 + round(0.1 * 16 * 2)  # (2 days, 8 h)
+    big = _base()
+    big["workload"][1]["poisson"]["per_hour"] = 10_000
+    big["clock"]["days"] = 20
+    bad = _write(tmp_path, big)
+    with pytest.raises(TaskFileError) as got:
+        load_simulation(bad)
+    assert str(got.value) == (f"{bad}: workload: about 3,200,002 arrivals expected over 20 "
+                              "working days, more than 1,000,000 (lower the rates or the days, "
+                              "or raise COWORKENV_SIM_MAX_ARRIVALS to run it)")
+
+
+def test_many_problems_show_the_first_twenty_and_how_many_more(tmp_path: Path) -> None:
+    sim = _base()
+    sim["workload"][0]["at"] = [f"d9 10:{m:02d}" for m in range(30)]  # (after the end, each)
+    with pytest.raises(TaskFileError) as got:
+        load_simulation(_write(tmp_path, sim))
+    lines = str(got.value).splitlines()
+    assert len(got.value.problems) == 30 and len(lines) == 21
+    assert lines[-1].endswith("... and 10 more problem(s) like these")
+
+
+def test_arrivals_past_the_bound_of_a_minute_stop_the_run_in_one_line(tmp_path: Path) -> None:
+    """The hand-off example's hand-offs, with a bound of none a minute: the first one made
+    stops the run (as a chain of triggers making arrivals without the clock moving would)."""
+    db = tmp_path / "h.db"
+    r = subprocess.run([sys.executable, "-m", "coworkenv.cli", "simulate",
+                        str(EXAMPLES / "handoff.yaml"), "--db", str(db), "--run-id", "h"],
+                       capture_output=True, text=True, timeout=120, cwd=ROOT,
+                       env={**os.environ, "COWORKENV_SIM_MAX_ARRIVALS_PER_MINUTE": "0"})
+    lines = [x for x in r.stderr.splitlines() if x.strip()]
+    assert r.returncode != 0 and len(lines) == 1, r.stderr
+    assert re.match(r"error: the simulation stopped at \w{3} \d\d \w{3} \d\d:\d\d: more than 0 "
+                    r"arrivals in one simulated minute \(COWORKENV_SIM_MAX_ARRIVALS_PER_MINUTE\), "
+                    r"the last of '[\w-]+' from workload\[\d+\] \(on: triggers that make "
+                    r"arrivals without the clock moving\?\); raise the variable", lines[0]), \
+        lines[0]
+    with sqlite3.connect(db) as c:
+        assert c.execute("SELECT status FROM runs WHERE run_id='h'").fetchone()[0] == "failed"

@@ -105,6 +105,19 @@ class Calendar:
     def at(self, seconds: float) -> datetime:
         return self.start + timedelta(seconds=seconds)
 
+    def working_day(self, seconds: float) -> int:
+        """Which working day a time falls on, or last began before it (1-based; past the
+        clock's days, counted on)."""
+        when = self.at(seconds).replace(hour=0, minute=0, second=0, microsecond=0)
+        n = bisect_right(self._days, when)
+        if n < len(self._days) or not self._days:
+            return max(n, 1)
+        d, k = self._days[-1], n  # (far past the clock: counted on)
+        while d < when:
+            d += timedelta(days=1)
+            k += d.weekday() < 5 and d <= when
+        return k
+
     def windows(self) -> list[tuple[float, float]]:
         """Each working day's working hours, in seconds since the start."""
         return self._windows[:self._inside]

@@ -54,7 +54,7 @@ from ..task import CROSS_ARRIVAL, clock_minutes
 from .arrivals import Arrival, instantiate, timed_arrivals
 from .grades import Grading
 from .language import SEAT_PREFIX, STRUCTURAL, Join, Outage, Reorg, Route, Seat
-from .loading import Loaded
+from .loading import Loaded, SimulationLimits
 from .records import (
     AgentFactory,
     Answers,
@@ -210,6 +210,9 @@ class SimulationKernel(Seats, Grading, EpisodeKernel):
         self._setup_rows: list[tuple[Any, ...]] = []
         self._timed = timed_arrivals(sim, self.cal)
         self._numbered = len(self._timed)
+        self.bounds = SimulationLimits.from_env()
+        self._made: dict[int, int] = {}
+        """Arrivals made as it runs (triggers, a script) by the simulated minute they come."""
         self._fired: set[tuple[int, str]] = set()
         self.backlog: list[tuple[float, int]] = []
         """(start of a simulated hour, most arrivals waiting or in work during it): the
@@ -545,9 +548,26 @@ class SimulationKernel(Seats, Grading, EpisodeKernel):
     def add_arrival(self, template: str, route: Route, at: float, requester: str | None = None,
                     said: str | None = None, *, stream: int = -1, family: str | None = None,
                     case: dict[str, str] | None = None, cause: str | None = None) -> str:
-        """Schedule one more arrival (an event-triggered one, or a script's); its key."""
+        """Schedule one more arrival (an event-triggered one, or a script's); its key. Past
+        the bounds (:class:`~.loading.SimulationLimits`) the simulation stops, in one line."""
         key = f"a{self._numbered:04d}"
         self._numbered += 1
+        minute = int(max(at, self.clock.now) // 60)
+        self._made[minute] = self._made.get(minute, 0) + 1
+        if self._halt is None and (self._numbered > self.bounds.max_arrivals or
+                                   self._made[minute] > self.bounds.max_arrivals_per_minute):
+            many = self._numbered > self.bounds.max_arrivals
+            what = (f"more than {self.bounds.max_arrivals:,} arrivals in the run "
+                    "(COWORKENV_SIM_MAX_ARRIVALS)" if many else
+                    f"more than {self.bounds.max_arrivals_per_minute:,} arrivals in one "
+                    "simulated minute (COWORKENV_SIM_MAX_ARRIVALS_PER_MINUTE)")
+            self._halt = SimulationError(
+                f"the simulation stopped at {self.cal.at(minute * 60.0):%a %d %b %H:%M}: {what}, "
+                f"the last "
+                f"of {template!r}" + (f" from workload[{stream}]" if stream >= 0 else "") +
+                (" (on: triggers that make arrivals without the clock moving?)" if not many
+                 else "") + "; raise the variable to let it go on")
+            return key
         if said:
             self._said[key] = said
         if cause is not None:

@@ -31,6 +31,49 @@ class Loaded:
     company: dict[str, Any]
     calendar: Calendar
 
+    @property
+    def expected_arrivals(self) -> int:
+        """Arrivals the workload draws, on average: its fixed times, and each Poisson stream's
+        rate over the clock's working hours (for each of its requesters); arrivals that
+        ``on:`` triggers make come besides."""
+        return round(expected_arrivals(self.sim, self.calendar))
+
+
+def expected_arrivals(sim: Simulation, cal: Calendar) -> float:
+    """See :attr:`Loaded.expected_arrivals`."""
+    hours = cal.working_seconds(0.0, cal.end_s) / 3600
+    return sum(len(st.at) + (st.poisson.per_hour * hours * max(1, len(st.requesters))
+                             if st.poisson is not None else 0.0) for st in sim.workload)
+
+
+@dataclass(frozen=True)
+class SimulationLimits:
+    """Bounds a simulation file cannot escape; each can be raised with its environment
+    variable. A file over one is refused at load with one line (what it holds, the bound,
+    the variable), before it takes the time or the memory of a run; the run itself stops with
+    one line where its ``on:`` triggers would go past them."""
+
+    max_arrivals: int = 1_000_000
+    """COWORKENV_SIM_MAX_ARRIVALS: arrivals in one run (expected at load; counted as it runs)."""
+    max_arrivals_per_minute: int = 1_000
+    """COWORKENV_SIM_MAX_ARRIVALS_PER_MINUTE: arrivals in one simulated minute (a chain of
+    triggers that makes arrivals without the clock moving is stopped by it)."""
+    max_agents: int = 1_000
+    """COWORKENV_SIM_MAX_AGENTS: agents of the roster."""
+    max_people: int = 100_000
+    """COWORKENV_SIM_MAX_PEOPLE: people of the company, with those who join."""
+
+    @classmethod
+    def from_env(cls) -> SimulationLimits:
+        import os
+
+        env, d = os.environ, cls()
+        return cls(int(env.get("COWORKENV_SIM_MAX_ARRIVALS", d.max_arrivals)),
+                   int(env.get("COWORKENV_SIM_MAX_ARRIVALS_PER_MINUTE",
+                               d.max_arrivals_per_minute)),
+                   int(env.get("COWORKENV_SIM_MAX_AGENTS", d.max_agents)),
+                   int(env.get("COWORKENV_SIM_MAX_PEOPLE", d.max_people)))
+
 
 def load_simulation(path: str | Path, *, days: int | None = None) -> Loaded:
     """Read and check a simulation file; every problem names the file, the field and the
@@ -108,6 +151,15 @@ def check_simulation(sim: Simulation, path: Path) -> Loaded:
         raise TaskFileError(where, [f"company: {exc.args[0]}"]) from None
     staff = {str(r.get("id")) for r in company.get("people", [])}
     people = staff | {str(e.person.get("id")) for e in sim.events if isinstance(e, Join)}
+    bounds = SimulationLimits.from_env()
+    if len(sim.roster) > bounds.max_agents:
+        raise TaskFileError(where, [f"roster: {len(sim.roster):,} agents, more than "
+                                    f"{bounds.max_agents:,} (raise COWORKENV_SIM_MAX_AGENTS "
+                                    "to run it)"])
+    if len(people) > bounds.max_people:
+        raise TaskFileError(where, [f"company: {len(people):,} people with those who join, "
+                                    f"more than {bounds.max_people:,} (raise "
+                                    "COWORKENV_SIM_MAX_PEOPLE to run it)"])
     sources = []
     for i, t in enumerate(sim.tasks):  # (named as given: beside the file as it was named)
         tp = (path.parent / t) if not Path(t).is_absolute() else Path(t)
@@ -273,6 +325,12 @@ def check_simulation(sim: Simulation, path: Path) -> Loaded:
                                 f"{sim.company!r})")
     if problems:
         raise TaskFileError(where, problems)
+    expected = expected_arrivals(sim, cal)
+    if expected > bounds.max_arrivals:
+        raise TaskFileError(where, [
+            f"workload: about {round(expected):,} arrivals expected over {sim.clock.days} "
+            f"working days, more than {bounds.max_arrivals:,} (lower the rates or the days, "
+            "or raise COWORKENV_SIM_MAX_ARRIVALS to run it)"])
     return Loaded(sim, path, templates, company, cal)
 
 

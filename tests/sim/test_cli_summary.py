@@ -1,0 +1,33 @@
+"""What `coworkenv simulate` says before and after a run: the work it is about to do (agents,
+people, the arrivals the workload draws), and where the clock ended in working days, with
+one definition of the backlog."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from coworkenv.sim.simulation import load_simulation
+
+ROOT = Path(__file__).resolve().parents[2]
+WEEK = ROOT / "examples" / "simulations" / "week.yaml"
+
+
+def test_simulate_says_the_work_ahead_and_where_the_clock_ended(tmp_path: Path) -> None:
+    expected = load_simulation(WEEK, days=1).expected_arrivals
+    r = subprocess.run([sys.executable, "-m", "coworkenv.cli", "simulate", str(WEEK), "--days",
+                        "1", "--db", str(tmp_path / "s.db")], cwd=ROOT, capture_output=True,
+                       text=True, timeout=120, env={**os.environ, "COLUMNS": "200"})
+    assert r.returncode == 0, r.stderr
+    assert (f"northwind-week: 1 working days, 3 agents, 29 people; about {expected:,} "
+            "arrivals expected") in r.stderr
+    out = " ".join(r.stdout.split())
+    got = re.search(r"(\d+) arrivals, pass rate 1\.000; the clock ran to Mon 02 Mar \d\d:\d\d "
+                    r"\(working day 1 of 1\) in [\d.]+ s, \d+ events \(hash \w+\); at most "
+                    r"(\d+) arrivals open at one time \(waiting or in work\)", out)
+    assert got, out
+    assert abs(int(got[1]) - expected) <= expected  # (a draw, about what was said)
+    assert 1 <= int(got[2]) <= int(got[1])
