@@ -143,7 +143,7 @@ def simulate(
     if loaded is not None and not as_json:
         sim = loaded.sim
         people = len(loaded.company.get("people", []))
-        err.print(f"{sim.id}: {sim.clock.days} working days, {len(sim.roster)} agents, "
+        console.print(f"{sim.id}: {sim.clock.days} working days, {len(sim.roster)} agents, "
                   f"{people} people; about {expected:,} arrivals expected"
                   + (" (and those its on: triggers make)" if any(
                       st.on is not None for st in sim.workload) else ""), highlight=False)

@@ -18,6 +18,8 @@ caller thinks, the simulation waits (deterministic: the same actions give the sa
     print(s.result.passed)         # the whole simulation's result, once it has ended
 
 This is how a trainer (TRL, OpenEnv, verifiers) trains one agent inside a busy company.
+Several agents may be held at once (``agent=["ea", "fin"]``): each is a :class:`SeatSession`
+of ``s.seats``, stepped by its own client, each arrival's reward its seat's.
 Leaving the block ends the arrival in hand; the seat's later arrivals go to ``then`` (a
 policy name, default ``noop``) and the simulation runs to its end (the run ``finished``).
 
@@ -33,7 +35,7 @@ from __future__ import annotations
 
 import sys
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -51,71 +53,210 @@ if TYPE_CHECKING:
     from ..sim.simulation.kernel import SimulationKernel
 
 
-class SimulationSession:
-    """See the module's docstring."""
+class SeatSession:
+    """One held agent of a :class:`SimulationSession`: its arrivals, one episode each
+    (:meth:`reset`, :meth:`step`), for the caller's client of that agent."""
 
-    def __init__(self, file: str | Path, *, agent: str, db: str | Path = "runs/coworkenv.db",
-                 agents: Mapping[str, str] | None = None, policy: str | None = None,
-                 run_id: str | None = None, then: str = "noop") -> None:
-        self.config = SimulationConfig(file, agent=policy, agents=dict(agents or {}), db=db,
-                                       run_id=run_id)
-        self.seat = agent
-        self.then = then
-        self.result: SimulationResult | None = None
-        self.error: BaseException | None = None
+    def __init__(self, owner: SimulationSession, seat: str) -> None:
+        self.owner = owner
+        self.seat = seat
         self.outcome: ArrivalOutcome | None = None
-        """The last arrival of the held agent that was graded."""
+        """The last arrival of this agent that was graded."""
+        self.steps = 0
         self._waiting: deque[SessionAgent] = deque()
         self._arrived = anyio.Event()
         self._current: SessionAgent | None = None
-        self._done = anyio.Event()
-        self._started = anyio.Event()
         self._released = False
-        self._tg: anyio.abc.TaskGroup | None = None
-        self._fallback: Any = None
-        self._kernel: SimulationKernel | None = None
-        self.steps = 0
 
     # the simulation's side -----------------------------------------------------------------
     def _make(self, task: Any) -> Any:
         if self._released:
-            return self._fallback(task)
+            return self.owner._fallback(task)
         a = SessionAgent()
         self._waiting.append(a)
         self._arrived.set()
+        self.owner._arrived.set()
         return a
 
     def _closed(self, live: Live, outcome: ArrivalOutcome) -> None:
-        if live.seat.id != self.seat or not isinstance(live.agent, SessionAgent):
+        if not isinstance(live.agent, SessionAgent):
             return
         if live.agent is self._current:
             self.outcome = outcome
         live.agent.end()  # (the caller's next receive ends: done)
-
-    def _hook(self, kernel: SimulationKernel) -> None:
-        self._kernel = kernel
-        kernel.on_closed.append(self._closed)
-        self._started.set()
 
     def _release(self) -> None:
         """Later arrivals of the seat go to ``then`` (and are on record as its)."""
         from ..agents.factory import parse_agent
 
         self._released = True
-        k = self._kernel
+        k = self.owner._kernel
         if k is not None:
-            k.agent_names[self.seat] = self.then
-            k.roles[self.seat] = parse_agent(self.then).role
+            k.agent_names[self.seat] = self.owner.then
+            k.roles[self.seat] = parse_agent(self.owner.then).role
+
+    async def _end_current(self) -> None:
+        """End the arrival in hand (the caller let go of it): its agent is told to end now,
+        and again whenever it asks, until its arrival is graded."""
+        a = self._current
+        self._current = None
+        if a is None:
+            return
+
+        async def release() -> None:
+            try:
+                await a.actions.send(Action.end())
+                while True:
+                    await a.told.receive()
+                    await a.actions.send(Action.end())
+            except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+                pass
+        tg = self.owner._tg
+        assert tg is not None
+        tg.start_soon(release, name=f"simulation-release-{self.seat}")
+
+    # the caller's side -------------------------------------------------------------------
+    @property
+    def done(self) -> bool:
+        """The simulation has ended (no arrival will come to this agent any more)."""
+        return self.owner._done.is_set() and not self._waiting
+
+    async def reset(self) -> Observation:
+        """Wait for this agent's next arrival; its opening and what it was told before its
+        first decision (``done``: the simulation ended first)."""
+        owner = self.owner
+        if owner._tg is None:
+            raise RunConfigError("simulation session: open it first (async with ...)")
+        if self._current is not None:
+            await self._end_current()
+        while not self._waiting:
+            if owner._done.is_set():
+                if owner.error is not None:
+                    raise owner.error
+                return Observation([], done=True)
+            self._arrived = anyio.Event()
+            await self._arrived.wait()
+        a = self._current = self._waiting.popleft()
+        self.outcome, self.steps = None, 0
+        try:
+            told = await a.told.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            return Observation(a.opening, done=True)
+        return Observation([*a.opening, *told])
+
+    async def step(self, action: Action) -> tuple[Observation, float, bool, dict[str, Any]]:
+        """One action of this agent; (what it was told until its next decision, reward,
+        whether this arrival is over, info). The reward is 0 until the arrival is graded,
+        then its score."""
+        a = self._current
+        if a is None:
+            raise RunConfigError("simulation session: reset() takes up an arrival first")
+        await a.actions.send(action)
+        if action.kind != "wait":
+            self.steps += 1
+        try:
+            told = await a.told.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            rest, a.buffer = a.buffer, []
+            self._current = None
+            o = self.outcome
+            return Observation(rest, done=True), (o.score if o else 0.0), True, self.info()
+        return Observation(told), 0.0, False, self.info()
+
+    def info(self) -> dict[str, Any]:
+        o = self.outcome
+        out: dict[str, Any] = {"agent": self.seat, "steps": self.steps}
+        if o is not None:
+            out.update(arrival=o.key, task_id=o.task_id, termination=o.termination,
+                       score=o.score, passed=o.passed, completion=o.completion,
+                       response_hours=o.response_hours)
+        return out
+
+
+class SimulationSession:
+    """See the module's docstring. ``agent``: the agent held, or several (``seats``: one
+    :class:`SeatSession` each, for a client each)."""
+
+    def __init__(self, file: str | Path, *, agent: str | Sequence[str],
+                 db: str | Path = "runs/coworkenv.db",
+                 agents: Mapping[str, str] | None = None, policy: str | None = None,
+                 run_id: str | None = None, then: str = "noop") -> None:
+        held = [agent] if isinstance(agent, str) else list(dict.fromkeys(agent))
+        if not held:
+            raise RunConfigError("agent: give the agent (or agents) of the roster to hold")
+        self.config = SimulationConfig(file, agent=policy, agents=dict(agents or {}), db=db,
+                                       run_id=run_id)
+        self.seats = {sid: SeatSession(self, sid) for sid in held}
+        """The held agents, by id: each its own :meth:`~SeatSession.reset` and
+        :meth:`~SeatSession.step`, for its own client (step them concurrently: the
+        simulation waits on whichever agent it handed something to)."""
+        self.seat = held[0]
+        self.then = then
+        self.result: SimulationResult | None = None
+        self.error: BaseException | None = None
+        self._arrived = anyio.Event()
+        self._done = anyio.Event()
+        self._started = anyio.Event()
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._fallback: Any = None
+        self._kernel: SimulationKernel | None = None
+
+    # one held agent: the session is its seat ------------------------------------------------
+    def _one(self) -> SeatSession:
+        if len(self.seats) > 1:
+            raise RunConfigError(f"simulation session: it holds {len(self.seats)} agents "
+                                 f"({', '.join(self.seats)}): step each through its seat, "
+                                 "e.g. s.seats[" + repr(self.seat) + "].reset()")
+        return self.seats[self.seat]
+
+    @property
+    def outcome(self) -> ArrivalOutcome | None:
+        """The last arrival of the held agent that was graded."""
+        return self._one().outcome
+
+    @property
+    def steps(self) -> int:
+        return self._one().steps
+
+    async def reset(self) -> Observation:
+        """The held agent's :meth:`SeatSession.reset`."""
+        return await self._one().reset()
+
+    async def step(self, action: Action) -> tuple[Observation, float, bool, dict[str, Any]]:
+        """The held agent's :meth:`SeatSession.step`."""
+        return await self._one().step(action)
+
+    def info(self) -> dict[str, Any]:
+        return self._one().info()
+
+    @property
+    def done(self) -> bool:
+        """The simulation has ended (no arrival will come to a held agent any more)."""
+        return self._done.is_set() and not any(s._waiting for s in self.seats.values())
+
+    # the simulation's side -----------------------------------------------------------------
+    def _closed(self, live: Live, outcome: ArrivalOutcome) -> None:
+        seat = self.seats.get(live.seat.id)
+        if seat is not None:
+            seat._closed(live, outcome)
+
+    def _hook(self, kernel: SimulationKernel) -> None:
+        self._kernel = kernel
+        kernel.on_closed.append(self._closed)
+        self._started.set()
 
     async def _run(self) -> None:
         try:
-            self.result = await asimulate(self.config, hold={self.seat: self._make},
-                                          on_kernel=self._hook)
+            self.result = await asimulate(
+                self.config, hold={sid: s._make for sid, s in self.seats.items()},
+                on_kernel=self._hook)
         except Exception as exc:  # (the simulation's error, as itself: not in a group)
             self.error = _ours(exc) if isinstance(exc, BaseExceptionGroup) else exc
         finally:
             self._done.set()
             self._arrived.set()
+            for seat in self.seats.values():
+                seat._arrived.set()
             self._started.set()
 
     async def __aenter__(self) -> SimulationSession:
@@ -127,7 +268,7 @@ class SimulationSession:
             raise RunConfigError(f"then: {exc}") from None
         self._stack = anyio.create_task_group()
         self._tg = await self._stack.__aenter__()
-        self._tg.start_soon(self._run, name=f"simulation-holding-{self.seat}")
+        self._tg.start_soon(self._run, name=f"simulation-holding-{'-'.join(self.seats)}")
         try:
             await self._started.wait()  # (the run is on record, or it could not start)
         except BaseException:
@@ -146,13 +287,16 @@ class SimulationSession:
             self._tg.cancel_scope.cancel()
             await self._close(et, ev, tb)
             return
-        self._release()
+        for seat in self.seats.values():
+            seat._release()
         try:
-            await self._end_current()
+            for seat in self.seats.values():
+                await seat._end_current()
             while not self._done.is_set():
-                while self._waiting:  # (taken up before the release: ended at once)
-                    self._current = self._waiting.popleft()
-                    await self._end_current()
+                for seat in self.seats.values():
+                    while seat._waiting:  # (taken up before the release: ended at once)
+                        seat._current = seat._waiting.popleft()
+                        await seat._end_current()
                 self._arrived = anyio.Event()
                 await self._arrived.wait()
         except BaseException:
@@ -179,78 +323,3 @@ class SimulationSession:
                 ev.add_note(f"(the simulation failed too: {first_error(rest)!r})")
         finally:
             self._tg = None
-
-    async def _end_current(self) -> None:
-        """End the arrival in hand (the caller let go of it): its agent is told to end now,
-        and again whenever it asks, until its arrival is graded."""
-        a = self._current
-        self._current = None
-        if a is None:
-            return
-
-        async def release() -> None:
-            try:
-                await a.actions.send(Action.end())
-                while True:
-                    await a.told.receive()
-                    await a.actions.send(Action.end())
-            except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
-                pass
-        assert self._tg is not None
-        self._tg.start_soon(release, name=f"simulation-release-{self.seat}")
-
-    # the caller's side -------------------------------------------------------------------
-    @property
-    def done(self) -> bool:
-        """The simulation has ended (no arrival will come to the held agent any more)."""
-        return self._done.is_set() and not self._waiting
-
-    async def reset(self) -> Observation:
-        """Wait for the held agent's next arrival; its opening and what it was told before
-        its first decision (``done``: the simulation ended first)."""
-        if self._tg is None:
-            raise RunConfigError("simulation session: open it first (async with ...)")
-        if self._current is not None:
-            await self._end_current()
-        while not self._waiting:
-            if self._done.is_set():
-                if self.error is not None:
-                    raise self.error
-                return Observation([], done=True)
-            self._arrived = anyio.Event()
-            await self._arrived.wait()
-        a = self._current = self._waiting.popleft()
-        self.outcome, self.steps = None, 0
-        try:
-            told = await a.told.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError):
-            return Observation(a.opening, done=True)
-        return Observation([*a.opening, *told])
-
-    async def step(self, action: Action) -> tuple[Observation, float, bool, dict[str, Any]]:
-        """One action of the held agent; (what it was told until its next decision, reward,
-        whether this arrival is over, info). The reward is 0 until the arrival is graded,
-        then its score."""
-        a = self._current
-        if a is None:
-            raise RunConfigError("simulation session: reset() takes up an arrival first")
-        await a.actions.send(action)
-        if action.kind != "wait":
-            self.steps += 1
-        try:
-            told = await a.told.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError):
-            rest, a.buffer = a.buffer, []
-            self._current = None
-            o = self.outcome
-            return Observation(rest, done=True), (o.score if o else 0.0), True, self.info()
-        return Observation(told), 0.0, False, self.info()
-
-    def info(self) -> dict[str, Any]:
-        o = self.outcome
-        out: dict[str, Any] = {"agent": self.seat, "steps": self.steps}
-        if o is not None:
-            out.update(arrival=o.key, task_id=o.task_id, termination=o.termination,
-                       score=o.score, passed=o.passed, completion=o.completion,
-                       response_hours=o.response_hours)
-        return out
