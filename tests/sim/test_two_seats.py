@@ -37,7 +37,7 @@ async def test_two_agents_each_stepped_by_its_own_client(tmp_path: Path, answer:
                                       "approved Q3 travel budget? Elena is asking."))
             told = ""
             for _ in range(10):  # (until finance answers)
-                obs, _, done, _ = await ea.step(Action.wait())
+                obs, *_ = await ea.step(Action.wait())
                 told += obs.text
                 if "finops" in told and "$" in told:
                     break
