@@ -245,7 +245,9 @@ async def run_openenv(seconds: float, good: int, hostile: int, tmp: Path) -> dic
     tasks = builtin_tasks()
     db, port, log = tmp / "openenv.db", free_port(), tmp / "openenv.log"
     proc = start(["serve-env", "--db", str(db), "--port", str(port), "--run-id",
-                  "chaos-openenv", "--max-sessions", "64", "--session-idle-s", "30"], log)
+                  "chaos-openenv", "--max-sessions", "64", "--session-idle-s", "30",
+                  # (every client here is one address: the server-wide cap is what is tried)
+                  "--sessions-per-client", "64"], log)
     mix, stop = Mix(), asyncio.Event()
     rss: dict[str, float | None] = {}
     try:
@@ -358,7 +360,7 @@ async def run_mcp(seconds: float, hostile: int, tmp: Path) -> dict[str, Any]:
         port, log = free_port(), tmp / f"mcp-{servers}.log"
         proc = start(["mcp", "--task", task.id, "--transport", "http", "--db", str(db),
                       "--port", str(port), "--run-id", "chaos-mcp", "--max-sessions", "8",
-                      "--session-idle-s", "60"], log)
+                      "--sessions-per-client", "8", "--session-idle-s", "60"], log)
         stop = asyncio.Event()
         servers += 1
         try:

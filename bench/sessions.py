@@ -127,7 +127,9 @@ def over_openenv(n: int, k: int, db: Path) -> dict[str, Any]:
     port = free_port()
     server = subprocess.Popen([sys.executable, "-m", "coworkenv.cli", "serve-env", "--db",
                                str(db), "--port", str(port), "--max-sessions", str(n),
-                               "--agent-name", "bench"], stdin=subprocess.DEVNULL,
+                               # (every client here is one address: the cap is the server's)
+                               "--sessions-per-client", str(n), "--agent-name", "bench"],
+                              stdin=subprocess.DEVNULL,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 120

@@ -10,9 +10,10 @@ import math
 import socket
 import threading
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 
@@ -72,7 +73,7 @@ class AppServer:
 @dataclass(frozen=True)
 class EdgeLimits:
     """What one client may take of a server (:func:`guard`): a request body, a WebSocket
-    message, a request's time, an idle session, connections from one address, the ``Host``
+    message, a request's time, an idle session, sessions from one address, the ``Host``
     names answered."""
 
     max_body_bytes: int = 1 << 20
@@ -83,8 +84,9 @@ class EdgeLimits:
     """An HTTP request not answered within this is answered 504 and its work cancelled."""
     session_idle_s: float = 300.0
     """A session with no request for this long expires (its episode ends ``abandoned``)."""
-    max_per_client: int | None = None
-    """WebSocket connections open at once from one address (None: only the server's cap)."""
+    sessions_per_client: int | None = None
+    """Sessions open at once from one client address (:class:`SessionsPerClient`; None: the
+    server's default, :func:`default_sessions_per_client`)."""
     allowed_hosts: tuple[str, ...] | None = None
     """``Host`` header names answered (None: any); others get 421 (DNS rebinding)."""
 
@@ -94,8 +96,89 @@ class EdgeLimits:
             value = getattr(self, name)
             if not (value > 0 and math.isfinite(value)):
                 raise ValueError(f"{name}: expected a positive number, got {value!r}")
-        if self.max_per_client is not None and self.max_per_client < 1:
-            raise ValueError(f"max_per_client: expected at least 1, got {self.max_per_client}")
+        if self.sessions_per_client is not None and self.sessions_per_client < 1:
+            raise ValueError(f"sessions_per_client: expected at least 1, got "
+                             f"{self.sessions_per_client}")
+
+
+def default_sessions_per_client(max_sessions: int) -> int:
+    """A quarter of a server's ``max_sessions`` (at least 1): no one address can hold them all."""
+    return max(1, max_sessions // 4)
+
+
+class HttpSessions(Protocol):
+    """How a server's HTTP requests open sessions, for :class:`SessionsPerClient`."""
+
+    def opens(self, scope: dict[str, Any], body: bytes) -> bool:
+        """Whether this request (its whole body read) asks for a new session."""
+
+    def opened(self, status: int, headers: dict[bytes, bytes], body: bytes) -> str | None:
+        """The id of the session the answer opened, if it did (``body``: its first 64 KiB)."""
+
+    def alive(self, session_id: str) -> bool:
+        """Whether the session is still open (not closed, expired or failed)."""
+
+
+class SessionsPerClient:
+    """Sessions open at once from one client address, at most ``cap`` (:func:`guard` refuses
+    one more with 429, naming the cap, how many the address holds and ``flag``). The address
+    is the TCP peer's: behind a proxy, every client is the proxy. A WebSocket connection is a
+    session while it is open; an HTTP request that ``http`` says opens one holds a slot while
+    it is answered, then holds the session it opened while ``http.alive`` says so (closed,
+    expired or failed, its slot is free)."""
+
+    def __init__(self, cap: int, http: HttpSessions | None = None, *,
+                 flag: str = "--sessions-per-client") -> None:
+        if cap < 1:
+            raise ValueError(f"sessions_per_client: expected at least 1, got {cap}")
+        self.cap, self.http, self.flag = cap, http, flag
+        self._sockets: Counter[str] = Counter()
+        self._opening: Counter[str] = Counter()
+        self._ids: dict[str, set[str]] = {}
+
+    def held(self, client: str) -> int:
+        """Sessions ``client`` holds now (those it is opening included)."""
+        self._forget_ended()
+        return self._sockets[client] + self._opening[client] + len(self._ids.get(client, ()))
+
+    def refusal(self, client: str) -> dict[str, Any] | None:
+        """Why ``client`` may not open another session now (None: it may)."""
+        held = self.held(client)
+        if held < self.cap:
+            return None
+        return {"error": f"{held} sessions are open from {client}, the most one client address "
+                         f"may hold ({self.flag} {self.cap}): close one (or let it expire), or "
+                         f"start the server with a higher {self.flag}",
+                "client": client, "held": held, "sessions_per_client": self.cap}
+
+    def _forget_ended(self) -> None:
+        if self.http is None:
+            return
+        alive = self.http.alive
+        for client in list(self._ids):
+            live = {sid for sid in self._ids[client] if alive(sid)}
+            if live:
+                self._ids[client] = live
+            else:
+                del self._ids[client]
+
+    def connected(self, client: str, n: int = 1) -> None:
+        """``client`` opened a WebSocket (``n=-1``: closed it)."""
+        _count(self._sockets, client, n)
+
+    def opening(self, client: str, n: int = 1) -> None:
+        """``client`` asked for a session over HTTP (``n=-1``: it was answered)."""
+        _count(self._opening, client, n)
+
+    def opened(self, client: str, session_id: str) -> None:
+        """``client``'s request opened ``session_id``: it holds it while it lives."""
+        self._ids.setdefault(client, set()).add(session_id)
+
+
+def _count(counter: Counter[str], client: str, n: int) -> None:
+    counter[client] += n
+    if counter[client] <= 0:
+        del counter[client]
 
 
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -103,17 +186,22 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 
 def guard(app: Any, failure: Callable[[], BaseException | None],
-          limits: EdgeLimits | None = None) -> Any:
-    """``app`` behind the limits of :class:`EdgeLimits`, and with ``GET /health`` answered 503
-    (with the reason) once ``failure()`` says the server can no longer do its work."""
-    return _Edge(app, failure, limits or EdgeLimits())
+          limits: EdgeLimits | None = None, sessions: SessionsPerClient | None = None) -> Any:
+    """``app`` behind the limits of :class:`EdgeLimits` (and ``sessions``' cap per client
+    address), and with ``GET /health`` answered 503 (with the reason) once ``failure()`` says
+    the server can no longer do its work."""
+    return _Edge(app, failure, limits or EdgeLimits(), sessions)
+
+
+def _client(scope: dict[str, Any]) -> str:
+    """The client's address: the TCP peer's."""
+    return str((scope.get("client") or ("?",))[0])
 
 
 class _Edge:
     def __init__(self, app: Any, failure: Callable[[], BaseException | None],
-                 limits: EdgeLimits) -> None:
-        self.app, self.failure, self.limits = app, failure, limits
-        self._clients: dict[str, int] = {}
+                 limits: EdgeLimits, sessions: SessionsPerClient | None = None) -> None:
+        self.app, self.failure, self.limits, self.sessions = app, failure, limits, sessions
 
     def __getattr__(self, name: str) -> Any:  # (the wrapped app's own attributes: routes, ...)
         return getattr(self.app, name)
@@ -166,6 +254,23 @@ class _Edge:
             if len(body) > limits.max_body_bytes:
                 await _answer(send, 413, too_large)
                 return
+        sessions, client = self.sessions, _client(scope)
+        opening = (sessions is not None and sessions.http is not None
+                   and sessions.http.opens(scope, bytes(body)))
+        if opening and sessions is not None:
+            refused = sessions.refusal(client)
+            if refused is not None:
+                await _answer(send, 429, refused)
+                return
+        await self._answered(scope, bytes(body), receive, send,
+                             opening=client if opening else None)
+
+    async def _answered(self, scope: dict[str, Any], body: bytes, receive: Receive, send: Send,
+                        opening: str | None = None) -> None:
+        """The app answers the request (its ``body`` read). ``opening``: the client whose
+        request asks for a session: it holds a slot while the request is answered, then the
+        session the answer opened, if any."""
+        limits, sessions = self.limits, self.sessions
         sent_body = False
 
         async def replay() -> dict[str, Any]:
@@ -176,12 +281,36 @@ class _Edge:
             return await receive()
 
         started = False
+        status, headers, answer = 0, dict[bytes, bytes](), bytearray()
+
+        def opened() -> None:
+            """The whole answer is out: the session it opened, if any, is the client's."""
+            nonlocal opening
+            if sessions is None or sessions.http is None or opening is None:
+                return
+            session_id = (sessions.http.opened(status, headers, bytes(answer))
+                          if 200 <= status < 300 else None)
+            if session_id is not None:
+                sessions.opened(opening, session_id)
+            sessions.opening(opening, -1)
+            opening = None
 
         async def watch(message: dict[str, Any]) -> None:
-            nonlocal started
+            nonlocal started, status, headers
             started = True
+            if opening is not None:
+                if message["type"] == "http.response.start":
+                    status = int(message["status"])
+                    headers = {bytes(k).lower(): bytes(v) for k, v in message.get("headers", ())}
+                elif message["type"] == "http.response.body":
+                    if len(answer) < 1 << 16:  # (an id is in the first bytes, if at all)
+                        answer.extend(message.get("body", b""))
+                    if not message.get("more_body"):
+                        opened()
             await send(message)
 
+        if sessions is not None and opening is not None:
+            sessions.opening(opening)
         try:
             with anyio.fail_after(limits.request_timeout_s):
                 await self.app(scope, replay, watch)
@@ -189,16 +318,27 @@ class _Edge:
             if not started:
                 await _answer(send, 504, {"error": f"not answered within "
                                                    f"{limits.request_timeout_s:g} s"})
+        finally:
+            if sessions is not None and opening is not None:  # (no whole answer: none opened)
+                sessions.opening(opening, -1)
 
     async def _websocket(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
-        client = str((scope.get("client") or ("?",))[0])
-        cap = self.limits.max_per_client
-        if cap is not None and self._clients.get(client, 0) >= cap:
+        client, sessions = _client(scope), self.sessions
+        refused = sessions.refusal(client) if sessions is not None else None
+        if refused is not None:
             await receive()  # (the connect)
-            await send({"type": "websocket.close", "code": 1013,
-                        "reason": f"{cap} sessions from {client} already open"})
+            if "websocket.http.response" in (scope.get("extensions") or {}):
+                data = json.dumps(refused).encode()
+                await send({"type": "websocket.http.response.start", "status": 429,
+                            "headers": [(b"content-type", b"application/json"),
+                                        (b"content-length", str(len(data)).encode())]})
+                await send({"type": "websocket.http.response.body", "body": data})
+            else:  # (a server that cannot answer a handshake with a response: the reason)
+                await send({"type": "websocket.close", "code": 1013,
+                            "reason": f"429: {refused['error']}"[:120]})
             return
-        self._clients[client] = self._clients.get(client, 0) + 1
+        if sessions is not None:
+            sessions.connected(client)
 
         async def checked() -> dict[str, Any]:
             """Messages that are JSON objects reach the app; anything else is answered
@@ -226,11 +366,8 @@ class _Edge:
         try:
             await self.app(scope, checked, send)
         finally:
-            left = self._clients.get(client, 1) - 1
-            if left:
-                self._clients[client] = left
-            else:
-                self._clients.pop(client, None)
+            if sessions is not None:
+                sessions.connected(client, -1)
 
 
 async def _answer(send: Send, status: int, body: dict[str, Any]) -> None:

@@ -188,7 +188,8 @@ def test_sessions_a_client_never_closes_expire_and_free_their_slots(tmp_path: Pa
     again hold the slots only until idle for --session-idle-s; the episode ends ``abandoned``
     and the next client is served."""
     db, port = tmp_path / "x.db", free_port()
-    proc = serve_env(db, port, "--max-sessions", "3", "--session-idle-s", "2")
+    proc = serve_env(db, port, "--max-sessions", "3", "--session-idle-s", "2",
+                     "--sessions-per-client", "8")  # (the server's cap, not one address's)
     try:
         wait_for_port(proc, port)
 
@@ -301,9 +302,11 @@ def test_mcp_over_http_caps_its_sessions_and_ends_a_left_episode_abandoned(
     import httpx
 
     db, port = tmp_path / "m.db", free_port()
+    # (--sessions-per-client over --max-sessions: the server's cap, not one address's)
     proc = subprocess.Popen([sys.executable, "-m", "coworkenv.cli", "mcp", "--task", TASK,
                              "--transport", "http", "--db", str(db), "--port", str(port),
-                             "--run-id", "edge", "--max-sessions", "2", "--session-idle-s", "3"],
+                             "--run-id", "edge", "--max-sessions", "2", "--session-idle-s", "3",
+                             "--sessions-per-client", "8"],
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {

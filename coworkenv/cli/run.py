@@ -542,6 +542,10 @@ def mcp(
                                             "client and model under test)")] = "mcp",
     max_sessions: Annotated[int, typer.Option(
         min=1, help="MCP sessions open at once (http; one more is answered 503)")] = 8,
+    sessions_per_client: Annotated[int | None, typer.Option(
+        min=1, help="MCP sessions open at once from one client address (http; one more is "
+        "answered 429; default: a quarter of --max-sessions, at least 1). The address is the "
+        "TCP peer's: behind a proxy, every client is the proxy")] = None,
     session_idle_s: Annotated[float, typer.Option(
         min=1, help="An MCP session with no request for this many seconds expires; with no "
         "client connected for as long, the server stops and the episode ends `abandoned` "
@@ -575,7 +579,8 @@ def mcp(
                    + ("" if tasks else " (built-in; give --tasks PATH for others)"))
     try:
         limits = EdgeLimits(max_body_bytes=max_body_bytes, request_timeout_s=request_timeout_s,
-                            session_idle_s=session_idle_s)
+                            session_idle_s=session_idle_s,
+                            sessions_per_client=sessions_per_client)
         anyio.run(lambda: serve_episode(found[0], db, transport=transport, host=host, port=port,
                                         run_id=run_id, tools=toolset(tools), seed=seed,
                                         agent_name=agent_name, limits=limits,
@@ -608,8 +613,11 @@ def serve_env(
     session_idle_s: Annotated[float, typer.Option(
         min=1, help="A session with no request for this many seconds expires (its episode "
         "ends `abandoned`)")] = 300.0,
-    max_per_client: Annotated[int | None, typer.Option(
-        min=1, help="Sessions open at once from one address (default: --max-sessions)")] = None,
+    sessions_per_client: Annotated[int | None, typer.Option(
+        min=1, help="Sessions open at once from one client address, WebSockets and HTTP "
+        "sessions together; one more is answered 429 (default: a quarter of --max-sessions, at "
+        "least 1). The address is the TCP peer's: behind a proxy, every client is the "
+        "proxy")] = None,
     request_timeout_s: Annotated[float, typer.Option(
         min=1, help="An HTTP request not answered in this many seconds gets 504")] = 120.0,
     max_body_bytes: Annotated[int, typer.Option(
@@ -628,7 +636,7 @@ def serve_env(
     loaded = load(tasks) if tasks else builtin_tasks()
     limits = EdgeLimits(max_body_bytes=max_body_bytes, max_message_bytes=max_body_bytes,
                         request_timeout_s=request_timeout_s, session_idle_s=session_idle_s,
-                        max_per_client=max_per_client)
+                        sessions_per_client=sessions_per_client)
     try:
         web, sessions = create_app(loaded, db, run_id=run_id, tools=toolset(tools),
                                    max_sessions=max_sessions, agent_name=agent_name,

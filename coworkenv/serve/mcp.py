@@ -102,11 +102,18 @@ async def episode_http(session: Session, tools: list[dict[str, Any]], instructio
     ``limits.session_idle_s`` (``idle`` says so: the episode was left).
 
     Behind :func:`~coworkenv.http_server.guard` (``limits``); MCP sessions (the SDK's) are
-    capped at ``max_sessions`` at once (a client over the cap gets 503) and each expires
-    after ``session_idle_s`` without a request."""
+    capped at ``max_sessions`` at once (a client over the cap gets 503), at
+    ``limits.sessions_per_client`` from one client address (default: a quarter of
+    ``max_sessions``; one more gets 429), and each expires after ``session_idle_s`` without
+    a request."""
     import uvicorn
 
-    from ..http_server import bound_socket, guard
+    from ..http_server import (
+        SessionsPerClient,
+        bound_socket,
+        default_sessions_per_client,
+        guard,
+    )
 
     sock = sock or bound_socket(host, port)  # (given: bound before anything was recorded)
     bound = sock.getsockname()[1]
@@ -128,7 +135,9 @@ async def episode_http(session: Session, tools: list[dict[str, Any]], instructio
     app = guard(server.streamable_http_app(
         host=host, max_request_body_size=limits.max_body_bytes,
         custom_starlette_routes=[Route("/health", health, methods=["GET"])], **caps),
-        lambda: session.host.failure, limits)
+        lambda: session.host.failure, limits,
+        SessionsPerClient(limits.sessions_per_client
+                          or default_sessions_per_client(max_sessions), McpHttpSessions(server)))
     web = uvicorn.Server(uvicorn.Config(app, host=host, log_level="warning", lifespan="on",
                                         ws_max_size=limits.max_message_bytes))
     served = HttpEpisode(web, f"http://{host}:{bound}/mcp")
@@ -187,6 +196,29 @@ async def episode_http(session: Session, tools: list[dict[str, Any]], instructio
         finally:
             served.stop()
             watching.cancel()
+
+
+class McpHttpSessions:
+    """The MCP SDK's streamable HTTP sessions (:class:`~coworkenv.http_server.HttpSessions`):
+    a ``POST`` without an ``mcp-session-id`` header opens one (the answer's header names it),
+    alive until the client's ``DELETE``, its idle expiry or its failure."""
+
+    def __init__(self, server: Any) -> None:
+        self.server = server
+
+    def opens(self, scope: dict[str, Any], body: bytes) -> bool:
+        return scope.get("method") == "POST" and not any(
+            k.lower() == b"mcp-session-id" for k, _ in scope.get("headers") or ())
+
+    def opened(self, status: int, headers: dict[bytes, bytes], body: bytes) -> str | None:
+        session_id = headers.get(b"mcp-session-id")
+        return session_id.decode("latin-1") if session_id else None
+
+    def alive(self, session_id: str) -> bool:
+        # (the SDK's session manager says which sessions are open only in a private dict;
+        # an SDK without it: none is counted once opened, so no client is ever locked out)
+        open_now = getattr(self.server.session_manager, "_server_instances", None)
+        return open_now is not None and session_id in open_now
 
 
 def _say(text: str) -> None:

@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from ..http_server import EdgeLimits, guard
+from ..http_server import EdgeLimits, SessionsPerClient, default_sessions_per_client, guard
 from ..runtime.session import Action, Observation, Session, Sessions, check_seed
 from ..sim.errors import RunConfigError, SessionFailedError
 
@@ -339,9 +339,13 @@ def create_app(tasks: list[Any], db: str | Path, *, run_id: str | None = None,
     """The OpenEnv FastAPI app serving ``tasks``; its sessions run on the app's own loop
     (opened by its lifespan: serve it with lifespan on, as uvicorn does by default).
     ``limits``: what a request, a message and a session may take (:class:`EdgeLimits`); an
-    idle session expires after ``limits.session_idle_s`` and its episode ends ``abandoned``."""
+    idle session expires after ``limits.session_idle_s`` and its episode ends ``abandoned``;
+    one client address holds at most ``limits.sessions_per_client`` sessions at once (default:
+    a quarter of ``max_sessions``), WebSockets and HTTP sessions together: one more is
+    answered 429."""
     _import_openenv()
-    from openenv.core.env_server.http_server import create_fastapi_app
+    from fastapi import FastAPI
+    from openenv.core.env_server.http_server import HTTPEnvServer
     from openenv.core.env_server.mcp_types import CallToolAction, CallToolObservation
     from openenv.core.env_server.types import ConcurrencyConfig
 
@@ -349,13 +353,49 @@ def create_app(tasks: list[Any], db: str | Path, *, run_id: str | None = None,
     host = LoopSessions(Sessions(db, tasks=tasks, run_id=run_id, agent_name=agent_name,
                                  tools=tools, source="openenv", wall_timeout_s=3600.0))
     env = environment_class(host)
-    app = create_fastapi_app(env, CallToolAction, CallToolObservation,
-                             concurrency_config=ConcurrencyConfig(
-                                 max_concurrent_envs=max_sessions,
-                                 session_timeout=limits.session_idle_s))
+    # (what openenv's create_fastapi_app does, keeping its server: it says which sessions live)
+    app = FastAPI(title="coworkenv: an OpenEnv environment",
+                  description="OpenEnv's HTTP and WebSocket API; see `coworkenv serve-env`.")
+    server = HTTPEnvServer(env, CallToolAction, CallToolObservation,
+                           concurrency_config=ConcurrencyConfig(
+                               max_concurrent_envs=max_sessions,
+                               session_timeout=limits.session_idle_s))
+    server.register_routes(app)
     app.router.lifespan_context = host.lifespan
     app.add_middleware(QuietDisconnects)
-    return guard(app, lambda: host.failure, limits), host
+    per_client = SessionsPerClient(limits.sessions_per_client
+                                   or default_sessions_per_client(max_sessions),
+                                   OpenEnvHttpSessions(server))
+    return guard(app, lambda: host.failure, limits, per_client), host
+
+
+class OpenEnvHttpSessions:
+    """OpenEnv's sessions held over HTTP (:class:`~coworkenv.http_server.HttpSessions`): a
+    ``POST /mcp`` JSON-RPC ``openenv/session/create`` opens one (the answer's
+    ``result.session_id``), alive until ``openenv/session/close`` or its idle expiry."""
+
+    def __init__(self, server: Any) -> None:
+        self.server = server
+
+    def opens(self, scope: dict[str, Any], body: bytes) -> bool:
+        if scope.get("method") != "POST" or scope.get("path") != "/mcp":
+            return False
+        try:
+            request = json.loads(body)
+        except ValueError:
+            return False
+        return isinstance(request, dict) and request.get("method") == "openenv/session/create"
+
+    def opened(self, status: int, headers: dict[bytes, bytes], body: bytes) -> str | None:
+        try:
+            result = json.loads(body).get("result")
+        except (ValueError, AttributeError):
+            return None
+        session_id = result.get("session_id") if isinstance(result, dict) else None
+        return session_id if isinstance(session_id, str) else None
+
+    def alive(self, session_id: str) -> bool:
+        return self.server.get_session_info(session_id) is not None
 
 
 class QuietDisconnects:
