@@ -7,11 +7,14 @@ it like for any actor, so the clock and the event order are exactly those of a l
 
 Which parts are the broker's (MQTT 5, on Mosquitto) and which are ours:
 
-- *Handing out episodes* is the broker's: a new episode's claim goes to the shared
-  subscription ``$share/coworkenv-workers/<prefix>/+/+/agent/_claim``, which the broker gives
-  to one worker in turn; a worker with room answers with its id, a full one stays silent
-  and the claim goes out again. Ours: the episode then sticks to that worker (its agent's
-  state lives there), on the worker's own topic, by request and reply.
+- *Handing out episodes* is ours: a new episode's claim goes to one worker that the pool
+  holds for alive (by its heartbeats, as counted on the runner's own clock), on the worker's
+  own topic: the least busy first; one with room answers that it holds the episode, a full
+  one that it is full, and the claim goes to the next. The episode then sticks to that
+  worker (its agent's state lives there), on the same topic, by request and reply. (Not an
+  MQTT shared subscription: the broker hands its messages in turn to every session it
+  keeps, a dead worker's included until the session expires, minutes later; every claim
+  that went there waited for nothing.)
 - *A lost worker* is the broker's to tell: each worker's connection carries a last will on
   ``<prefix>/_workers/<id>`` that the broker publishes the moment the connection drops
   (a killed process, a cut network, a hung loop that stops its keepalives). Ours: heartbeats
@@ -25,12 +28,14 @@ Which parts are the broker's (MQTT 5, on Mosquitto) and which are ours:
   after the reconnect; the worker keeps its last answers to give them again.
 - *Sessions* are the broker's: every client's session outlives a short drop (what was queued
   for it arrives after the reconnect) and expires on the broker by itself when the client
-  never comes back. A claim queued for a worker that is gone is answered by no one and goes
-  out again.
+  never comes back. What the broker still keeps of a worker counts for nothing here: a
+  worker is in the pool while its heartbeats come, and a claim goes only to a worker in the
+  pool whose last will has not come and that answered its last claim (a claim left
+  unanswered sets a worker aside until it is heard from again).
 
 A lost worker's episodes fail with a clear reason and, being retryable, run again as new
-attempts on another worker. Over the memory bus (one process), the bus plays the broker's
-part for shared subscriptions.
+attempts on another worker; a simulation's arrival (which runs once) goes to another worker
+instead, given the arrival's envelopes so far again (:class:`RemoteAgentProxy`).
 """
 
 from __future__ import annotations
@@ -54,10 +59,12 @@ from ..sim.task import Task
 from ..workspace import WorkspaceState
 
 HEARTBEAT_S = 1.0
-SHARE_GROUP = "coworkenv-workers"
 CLAIM_TIMEOUT_S = 2.0
-"""How long a claim waits for a worker's answer before it goes out again (to the next
-worker: a full one, or one that is gone, does not answer)."""
+"""How long a claim waits for a worker's answer before it goes to the next worker (a worker
+answers at once, full or not: one that does not is gone, or hung, and is set aside until it
+is heard from again)."""
+MAX_MOVES = 3
+"""How many times a simulation's arrival goes to another worker when its worker is lost."""
 CLAIM_HELD_S = 120.0
 """How long a worker keeps room for an episode it claimed whose first request has not come
 (as long as a bus takes an envelope as fresh: the request may have waited out an outage)."""
@@ -77,13 +84,10 @@ class WorkerInfo:
     will: str | None = None
     """Why it is lost if it stays silent: its last will came (its connection dropped). A
     broker restart drops every connection and publishes the wills of workers that are alive
-    and come back: a heartbeat after the will clears it."""
-
-
-def claim_topic(group: str = "") -> str:
-    """The last level of the claim topic of a group of workers (a simulation's agents may be
-    served by groups of their own: ``remote:GROUP``)."""
-    return "_claim" if not group else f"_claim.{group}"
+    and come back: a heartbeat after the will clears it. No claim goes to it meanwhile."""
+    unanswered: float | None = None
+    """When a claim to it went unanswered (``time.monotonic()``); no claim goes to it until
+    a heartbeat comes after that."""
 
 
 class RemotePool:
@@ -99,6 +103,9 @@ class RemotePool:
         """Workers that said they stop: why each was lost."""
         self._changed = anyio.Event()
         self._tg: TaskGroup | None = None
+        self._turn = 0
+        self._given: dict[str, int] = {}
+        """The turn (of claims) at which each worker was last given an episode."""
 
     async def __aenter__(self) -> RemotePool:
         self._tg = anyio.create_task_group()
@@ -134,6 +141,8 @@ class RemotePool:
                                                           bus=bus)
                 else:
                     w.last_seen, w.will, w.bus = time.monotonic(), None, bus or w.bus
+                    if w.unanswered is not None and w.unanswered < w.last_seen:
+                        w.unanswered = None  # (heard from again: it may have claims)
                 self._changed.set()
                 self._changed = anyio.Event()
 
@@ -150,37 +159,59 @@ class RemotePool:
             return w.will or f"remote worker {worker_id} lost (no heartbeat for {quiet:.1f}s)"
         return None
 
+    def live(self, group: str = "") -> list[WorkerInfo]:
+        """The workers of ``group`` in the pool: heard from within the heartbeat timeout."""
+        return [w for w in self.workers.values()
+                if w.group == group and self.lost(w.worker_id) is None]
+
+    def _claimable(self, live: list[WorkerInfo]) -> list[WorkerInfo]:
+        """The live workers a claim may go to, the least busy first (by the episodes this
+        pool gave each, for its capacity; then the one given an episode longest ago): none
+        whose last will came or that left a claim unanswered, since it was last heard."""
+        ok = [w for w in live if w.will is None and w.unanswered is None]
+        self._turn += 1
+        return sorted(ok, key=lambda w: (w.episodes / max(1, w.capacity),
+                                         self._given.get(w.worker_id, 0)))
+
+    async def _claim(self, w: WorkerInfo, run: str, episode: str, sim_time: float,
+                     group: str) -> bool:
+        """Ask one worker to hold the episode: True if it does; False if it is full, or
+        said nothing (then it is set aside until heard from again)."""
+        # a new envelope each time: receivers drop an id they have seen
+        claim = Envelope(run=run, episode=episode,
+                         topic=self.bus.topic(run, episode, "agent", w.worker_id),
+                         sender="kernel", kind="agent.claim", payload={"group": group},
+                         sim_time=sim_time)
+        try:
+            reply = await self.bus.request(claim, timeout=CLAIM_TIMEOUT_S,
+                                           alive=lambda: self.lost(w.worker_id)
+                                           or w.will, check_every=0.1)
+        except BusTimeoutError:
+            if w.will is None:
+                w.unanswered = time.monotonic()
+            return False
+        if reply.kind != "agent.claimed":
+            return False  # full: the next one
+        w.episodes += 1
+        self._given[w.worker_id] = self._turn
+        return True
+
     async def assign(self, run: str, episode: str, sim_time: float = 0.0,
                      group: str = "") -> WorkerInfo:
-        """A worker for a new episode: the claim goes to the workers' shared subscription and
-        the broker hands it to one; the first to answer holds the episode. Claims go out
-        again while no worker answers (all full, or one just gone), as long as any is alive
-        (by its heartbeats); with none for ``wait_for_worker`` seconds, the episode fails.
-        ``group``: only workers of that group (``coworkenv worker --group``)."""
+        """A worker for a new episode: the claim goes to the live workers (by their
+        heartbeats), the least busy first, one at a time; the first that answers with room
+        holds the episode. While all are full (or none can be claimed: its last will came,
+        or it left a claim unanswered) claims go out again as heartbeats come, as long as any
+        is alive; with none for ``wait_for_worker`` seconds, the episode fails. ``group``:
+        only workers of that group (``coworkenv worker --group``)."""
         deadline = time.monotonic() + self.wait_for_worker
         while True:
-            live = [w for w in self.workers.values() if self.lost(w.worker_id) is None
-                    and w.group == group]
+            live = self.live(group)
             if live:
                 deadline = time.monotonic() + self.wait_for_worker
-                # a new envelope each time: receivers drop an id they have seen
-                claim = Envelope(run=run, episode=episode,
-                                 topic=self.bus.topic(run, episode, "agent",
-                                                      claim_topic(group)),
-                                 sender="kernel", kind="agent.claim", payload={},
-                                 sim_time=sim_time)
-                try:
-                    reply = await self.bus.request(claim, timeout=CLAIM_TIMEOUT_S)
-                except BusTimeoutError:
-                    continue  # nobody with room answered: claim again
-                wid = str(reply.payload.get("worker"))
-                w = self.workers.get(wid)
-                if w is None:  # (answered before its first heartbeat arrived here)
-                    w = self.workers[wid] = WorkerInfo(wid, str(reply.payload.get("policy")),
-                                                       int(reply.payload.get("capacity", 1)),
-                                                       time.monotonic(), group=group)
-                w.episodes += 1
-                return w
+                for w in self._claimable(live):
+                    if await self._claim(w, run, episode, sim_time, group):
+                        return w
             left = deadline - time.monotonic()
             if left <= 0:
                 of = f" of group {group!r}" if group else ""
@@ -203,7 +234,15 @@ class RemotePool:
 class RemoteAgentProxy(Actor):
     """Stands in for the agent in the episode; the agent itself runs in a worker.
     ``episode``: the id the worker holds the agent's state under (default: the episode's;
-    a simulation gives each arrival its own); ``group``: the workers' group that serves it."""
+    a simulation gives each arrival its own); ``group``: the workers' group that serves it.
+
+    A worker lost while the episode waits on it: an episode of a run fails (retryable: it runs
+    again as a new attempt elsewhere); a simulation's arrival, which runs once, goes to
+    another worker, which is given the arrival's envelopes so far again (their answers
+    dropped: the world has them already) and then the one that waits. Its agent's state is
+    then that of the lost worker's agent as far as the agent decides the same given the same
+    envelopes and seed (a policy such as ``oracle`` does; a model-backed agent is asked
+    again)."""
 
     pool: RemotePool
     task: Task
@@ -213,16 +252,12 @@ class RemoteAgentProxy(Actor):
     done: bool = False
     episode: str | None = None
     group: str = ""
+    sent: list[Envelope] = field(default_factory=list)
+    """A simulation's arrival: the envelopes given to its worker so far (for another worker,
+    if that one is lost)."""
+    moves: int = 0
 
-    async def handle(self, envelope: Envelope, ctx: ActorContext) -> None:
-        held = self.episode or envelope.episode
-        if self.worker is None:
-            self.worker = await self.pool.assign(envelope.run, held, envelope.sim_time,
-                                                 self.group)
-            if self.episode is not None:  # (a simulation: which worker took which arrival)
-                ctx.record("agent.worker", {"worker": self.worker.worker_id,
-                                            "group": self.group})
-        w = self.worker
+    def _payload(self, envelope: Envelope, ctx: ActorContext, w: WorkerInfo) -> dict[str, Any]:
         payload: dict[str, Any] = {"envelope": envelope.model_dump(mode="json")}
         if envelope.kind == "task":
             payload["setup"] = {
@@ -231,17 +266,60 @@ class RemoteAgentProxy(Actor):
                 # only a teacher that follows the reference solution is shown it
                 "reference": [s.model_dump(mode="json") for s in self.task.reference]
                 if w.policy == "oracle" else None}
+        return payload
+
+    async def _ask(self, envelope: Envelope, ctx: ActorContext, held: str) -> Envelope:
+        """The worker's answer to one envelope (the worker assigned first, if none is)."""
+        if self.worker is None:
+            self.worker = await self.pool.assign(envelope.run, held, envelope.sim_time,
+                                                 self.group)
+            if self.episode is not None:  # (a simulation: which worker took which arrival)
+                ctx.record("agent.worker", {"worker": self.worker.worker_id,
+                                            "group": self.group})
+        w = self.worker
         bus = self.pool.bus
         req = Envelope(run=envelope.run, episode=held,
                        topic=bus.topic(envelope.run, held, "agent", w.worker_id),
-                       sender="kernel", kind="agent.request", payload=payload,
+                       sender="kernel", kind="agent.request",
+                       payload=self._payload(envelope, ctx, w),
                        sim_time=envelope.sim_time, seq=envelope.seq)
+        return await bus.request(req, timeout=self.timeout,
+                                 alive=lambda: self.pool.lost(w.worker_id))
+
+    async def _move(self, envelope: Envelope, ctx: ActorContext, held: str, why: str
+                    ) -> Envelope:
+        """A simulation's arrival whose worker was lost: another worker takes it, is given
+        the envelopes so far again (their answers dropped), then this one."""
+        while True:
+            assert self.worker is not None
+            lost = self.pool.lost(self.worker.worker_id)
+            if lost is None or self.moves >= MAX_MOVES:
+                raise EpisodeFailure("agent", lost or why, retryable=True)
+            self.pool.release(self.worker.worker_id)
+            self.worker, self.moves = None, self.moves + 1
+            try:
+                for past in self.sent:
+                    again = await self._ask(past, ctx, held)
+                    if again.kind == "agent.error":
+                        return again  # (its error is the arrival's)
+                return await self._ask(envelope, ctx, held)
+            except BusTimeoutError as exc:
+                why = str(exc)
+
+    async def handle(self, envelope: Envelope, ctx: ActorContext) -> None:
+        held = self.episode or envelope.episode
         try:
-            reply = await bus.request(req, timeout=self.timeout,
-                                      alive=lambda: self.pool.lost(w.worker_id))
+            reply = await self._ask(envelope, ctx, held)
         except BusTimeoutError as exc:
-            self.pool.release(w.worker_id)
-            raise EpisodeFailure("agent", str(exc), retryable=True) from None
+            if self.episode is None or self.worker is None:  # (a run's episode: retried)
+                if self.worker is not None:
+                    self.pool.release(self.worker.worker_id)
+                raise EpisodeFailure("agent", str(exc), retryable=True) from None
+            reply = await self._move(envelope, ctx, held, str(exc))
+        w = self.worker
+        assert w is not None
+        if self.episode is not None:
+            self.sent.append(envelope)
         if reply.kind == "agent.error":
             raise EpisodeFailure("agent", f"remote worker {w.worker_id}: "
                                  f"{reply.payload.get('error')}")
@@ -321,17 +399,16 @@ class Worker:
     async def serve(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
                     stop_after: float | None = None) -> None:
         topic = f"{self.bus.prefix}/+/+/agent/{self.worker_id}"
-        share = SHARE_GROUP + (f".{self.group}" if self.group else "")
-        claims = f"$share/{share}/{self.bus.prefix}/+/+/agent/{claim_topic(self.group)}"
         async with self.bus.subscribe(topic, max_buffer=4 * self.capacity) as sub, \
-                self.bus.subscribe(claims, max_buffer=4 * self.capacity) as claim_sub, \
                 anyio.create_task_group() as tg:
             tg.start_soon(self._beat, name=f"{self.worker_id}-heartbeat")
-            tg.start_soon(self._claims, claim_sub, name=f"{self.worker_id}-claims")
             await self._announce()
             task_status.started()
             with anyio.move_on_after(stop_after if stop_after is not None else float("inf")):
                 async for req in sub:
+                    if req.kind == "agent.claim":
+                        await self._claim(req)
+                        continue
                     corr = req.correlation_id or req.id
                     if corr in self._busy:
                         continue  # asked again while the answer is being made: it will come
@@ -359,22 +436,23 @@ class Worker:
         with contextlib.suppress(BusError):
             await self.bus.publish(self._presence(stopping=stopping))
 
-    async def _claims(self, sub: Any) -> None:
-        """Answer a claim while there is room (episodes held and claimed, below capacity);
-        stay silent when full, so that the claim goes to another worker."""
-        async for claim in sub:
-            now = time.monotonic()
-            for key, at in list(self.claimed.items()):
-                if now - at > CLAIM_HELD_S:  # claimed, never started (its runner went
-                    # elsewhere)
-                    del self.claimed[key]
-            if len(self.episodes) + len(self.claimed) >= self.capacity:
-                continue
-            self.claimed[f"{claim.run}/{claim.episode}"] = now
-            with contextlib.suppress(BusError):
-                await self.bus.reply(claim, sender=self.worker_id, kind="agent.claimed",
-                                     payload={"worker": self.worker_id, "policy": self.policy,
-                                              "capacity": self.capacity})
+    async def _claim(self, claim: Envelope) -> None:
+        """Answer a claim: held while there is room (episodes held and claimed, below
+        capacity), else full (the runner asks the next worker)."""
+        now = time.monotonic()
+        for key, at in list(self.claimed.items()):
+            if now - at > CLAIM_HELD_S:  # claimed, never started (its runner went elsewhere)
+                del self.claimed[key]
+        key = f"{claim.run}/{claim.episode}"
+        full = len(self.episodes) + len(self.claimed) >= self.capacity \
+            or claim.payload.get("group", "") != self.group
+        if not full:
+            self.claimed[key] = now
+        with contextlib.suppress(BusError, ValueError):
+            await self.bus.reply(claim, sender=self.worker_id,
+                                 kind="agent.full" if full else "agent.claimed",
+                                 payload={"worker": self.worker_id, "policy": self.policy,
+                                          "capacity": self.capacity})
 
     async def _beat(self) -> None:
         while True:
