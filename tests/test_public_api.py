@@ -38,7 +38,8 @@ PUBLIC = {
                         "LeaseHeldError", "LeaseLostError", "MAX_SHARDS", "MEASURED", "MergeConflictError",
                         "MergeStats",
                         "RunLease", "NotFoundError", "Reader", "SchemaError", "StoreClosedError",
-                        "StoreError", "WriterSettings", "WriterStatistics", "events_hash",
+                        "StoreError", "WriterSettings", "WriterStatistics", "delete_runs",
+                        "events_hash",
                         "hash_line", "merge_connection", "merge_stores", "migrate",
                         "shard_files", "writable_store"],
 }

@@ -22,10 +22,20 @@ EXIT_CODES = ("Exit codes: 0 everything scheduled ran (an agent that scores 0 is
               "nothing; 2 usage (a bad option, file or database); 130 interrupted (what "
               "finished is recorded; --resume runs the rest).")
 
+ELSEWHERE = ("As a verifiers environment: `pip install 'coworkenv[verifiers]'` (in a virtual "
+             "environment of its own), then `vf-eval coworkenv-verifiers --env.taskset.tasks "
+             "examples/tasks --env.taskset.db runs/vf.db -m MODEL --client.base-url URL ...` "
+             "(the whole command: docs/how-to/serve.md).\n\nAs an OpenEnv environment: "
+             "`coworkenv serve-env`; in a container, the app openenv.yaml names, `uvicorn "
+             "coworkenv.serve.openenv:app` (port 8000), serves COWORKENV_TASKS (task files or "
+             "folders, separated by the path separator; default: the built-in tasks) into "
+             "COWORKENV_DB (default: runs/coworkenv.db).")
+"""Where the command line points beyond itself (the top-level help's epilog)."""
+
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   context_settings={"help_option_names": ["-h", "--help"]},
                   help="Synthesize, run, grade and export training environments for coworker "
-                       "agents.", epilog=EXIT_CODES)
+                       "agents.", epilog=f"{EXIT_CODES}\n\n{ELSEWHERE}")
 # the terminal's width; COLUMNS when set; 160 when the output is a file or a pipe
 console = Console(width=None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160,
                   soft_wrap=True)  # (lines of text are not cut; tables fit the width)
@@ -48,10 +58,11 @@ def _root(
     """coworkenv: workspace simulator for training coworker agents."""
 
 
-DB_HELP = "SQLite file of the event store"
-DBS_HELP = ("SQLite file of the event store (default: runs/coworkenv.db); repeat --db, or "
-            "give a folder of *.db files, to read shards together (at most 10; `coworkenv "
-            "merge` joins any number)")
+DB_HELP = ("SQLite file of the event store: one file (`runs`, `eval`, `replay`, `regrade` "
+           "and `view` read several together; `coworkenv merge` joins them into one)")
+DBS_HELP = ("SQLite file of the event store, or several read together as one: repeat --db, "
+            "or give a folder of *.db files (at most 10; `coworkenv merge` joins any number) "
+            "(default: runs/coworkenv.db)")
 CAPABILITY_SHORT = {"tool_coordination": "tools", "multi_turn_communication": "multi-turn",
                     "dynamic_workspace_state": "dynamic", "safety_sensitive_handling": "safety"}
 BUS_HELP = "memory (default) or mqtt://user:pass@host:port/prefix (all but the host optional)"

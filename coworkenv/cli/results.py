@@ -1,4 +1,5 @@
-"""Reading what runs recorded: `replay`, `eval`, `regrade`, `view`."""
+"""Reading what runs recorded: `replay`, `runs`, `eval`, `regrade`, `view`, `merge`; and
+deleting runs from a store (`runs --delete`)."""
 
 from __future__ import annotations
 
@@ -125,20 +126,48 @@ def replay(
         cut.note()
 
 
-@app.command(short_help="List the runs in a store: the place to copy a run id from.")
+@app.command(short_help="List the runs in a store (the place to copy a run id from); "
+             "delete some.")
 def runs(
-    dbs: Annotated[list[Path] | None, typer.Option("--db", help=DBS_HELP)] = None,
+    dbs: Annotated[list[Path] | None, typer.Option(
+        "--db", help=DBS_HELP + "; deleting works on one file")] = None,
     last: Annotated[int | None, typer.Option(help="Only the newest N runs")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="JSON instead of a table")] = False,
+    delete: Annotated[list[str] | None, typer.Option(
+        metavar="RUN", help="Delete this run (its id or the start of one; repeatable): its "
+        "rows in every table (episodes, events, grades, check results, projection, task "
+        "specs, lease, the run). A run that a live runner holds is refused")] = None,
+    older_than: Annotated[float | None, typer.Option(
+        metavar="DAYS", help="Delete the runs that started more than DAYS days ago (with "
+        "--keep: only those beyond the newest N)")] = None,
+    keep: Annotated[int | None, typer.Option(
+        metavar="N", help="Delete all but the newest N runs (runs being run are kept)")]
+    = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Say what --delete, --older-than "
+                                          "or --keep would delete, and delete nothing")]
+    = False,
+    vacuum: Annotated[bool, typer.Option("--vacuum", help="Then give the freed space back "
+                                         "(SQLite VACUUM: rewrites the file)")] = False,
 ) -> None:
     """List the runs of a store, oldest first: id, when it started, agent, tasks x trials,
     status (finished; running, and by whom; failed or abandoned (a simulation that stopped
     with an error, a session left); unfinished: resume it), the scheduled (task,
     trial) pairs done, pass rate and failures. Commands that take --run accept the start of
-    an id; an episode id is RUN:TASK:TRIAL:ATTEMPT (attempt > 0: run again by --resume)."""
+    an id; an episode id is RUN:TASK:TRIAL:ATTEMPT (attempt > 0: run again by --resume).
+    With --delete, --older-than or --keep (or --vacuum alone), delete runs instead: all or
+    nothing, one line per run."""
     import datetime
 
     db = _dbs(dbs)
+    if delete or older_than is not None or keep is not None or vacuum:
+        if last is not None:
+            raise fail("--last: lists runs; it does not go with --delete, --older-than, "
+                       "--keep or --vacuum")
+        _delete_runs(db, delete or [], older_than, keep, dry_run=dry_run, vacuum=vacuum,
+                     as_json=as_json)
+        return
+    if dry_run:
+        raise fail("--dry-run: goes with --delete, --older-than or --keep")
     with open_reader(db) as r:
         rows = r.run_overview()
     if last is not None:
@@ -173,7 +202,68 @@ def runs(
                       f"{x['final']}/{x['scheduled']}", num(x["pass_rate"]), fails])
     print_table(f"runs in {db_label(db)}", cols, table)
     console.print("a command's --run takes any unambiguous start of a run id; "
-                  "`coworkenv eval --run ID` scores one", highlight=False)
+                  "`coworkenv eval --run ID` scores one; `--delete ID` deletes one",
+                  highlight=False)
+
+
+def _delete_runs(dbs: list[Path], named: list[str], older_than: float | None,
+                 keep: int | None, *, dry_run: bool, vacuum: bool, as_json: bool) -> None:
+    """`runs --delete/--older-than/--keep`: the runs picked, deleted from one store file."""
+    import time
+
+    from ..store import LeaseHeldError, StoreError, delete_runs
+
+    if len(dbs) != 1 or dbs[0].is_dir():
+        raise fail(f"--db {db_label(dbs)}: deleting works on one store file at a time; give "
+                   "one --db FILE")
+    if older_than is not None and older_than < 0:
+        raise fail(f"--older-than: expected 0 or more days, got {older_than:g}")
+    if keep is not None and keep < 0:
+        raise fail(f"--keep: expected 0 or more runs, got {keep}")
+    db = dbs[0]
+    kept: list[str] = []
+    with open_reader(db) as r:
+        overview = r.run_overview()  # (oldest first)
+        picked = [known_run(r, x, db, "--delete") for x in named]
+    if older_than is not None or keep is not None:
+        cutoff = time.time() - (older_than or 0) * 86400
+        newest = {x["run_id"] for x in overview[len(overview) - keep:]} if keep else set()
+        for x in overview:
+            if x["run_id"] in newest or x["run_id"] in picked or (
+                    older_than is not None and x["created_at"] > cutoff):
+                continue
+            if x["holder"]:  # (a prune leaves a run being run; --delete names it: refused)
+                kept.append(f"kept run {x['run_id']}: being run ({x['holder']})")
+                continue
+            picked.append(x["run_id"])
+    for line in kept:
+        err.print(line, highlight=False)
+
+    def size() -> int:  # (the file and its write-ahead log)
+        return sum(f.stat().st_size for f in (db, db.with_name(db.name + "-wal")) if f.exists())
+
+    before = size()
+    try:
+        counts = delete_runs(db, picked, dry_run=dry_run, vacuum=vacuum) if picked or vacuum \
+            else {}
+    except LeaseHeldError as exc:
+        raise fail(f"--delete: {exc}") from None
+    except StoreError as exc:  # (its message starts with the path)
+        raise fail(f"--db {exc}") from None
+    if as_json:
+        sys.stdout.write(json.dumps({"db": str(db), "dry_run": dry_run, "deleted": counts},
+                                    indent=2) + "\n")
+        return
+    verb = "would delete" if dry_run else "deleted"
+    for run_id, n in counts.items():
+        console.print(f"{verb} run {run_id}: {n['episodes']} episode(s), {n['events']} "
+                      f"event(s), {n['grades']} grade(s), {n['tasks']} task spec(s)",
+                      highlight=False)
+    left = len(overview) - len(counts)
+    vacuumed = f"; vacuumed: {before / 1e6:.1f} MB -> {size() / 1e6:.1f} MB" if vacuum else ""
+    console.print(f"{db}: {len(counts)} run(s) {'would be ' if dry_run else ''}deleted, "
+                  f"{left} left"
+                  f"{' (dry run: nothing deleted)' if dry_run else vacuumed}", highlight=False)
 
 
 class _Cut:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -32,7 +32,10 @@ app.add_typer(export_app, name="export")
 def export_sft_cmd(
     out: Annotated[Path, typer.Option(help="Folder for train/eval JSONL (and a HF dataset)")],
     db: Annotated[Path, typer.Option(help=DB_HELP)] = Path("runs/coworkenv.db"),
-    run_id: Annotated[str | None, typer.Option("--run", help="Only this run")] = None,
+    run_id: Annotated[str | None, typer.Option("--run", help="Run id, or the start of one "
+                                               "(default: the latest run)")] = None,
+    all_runs: Annotated[bool, typer.Option("--all-runs", help="Every run in the store "
+                                           "instead of one")] = False,
     min_score: Annotated[float, typer.Option(help="Score a demonstration needs")] = 0.75,
     split_by: Annotated[str, typer.Option(help="task | family")] = "task",
     eval_fraction: Annotated[float, typer.Option(help="Share of tasks/families held out")] = 0.2,
@@ -50,10 +53,15 @@ def export_sft_cmd(
         raise fail(f"--split-by: expected task or family, got {split_by!r}")
     from ..training.export import NothingToExportError
 
+    if all_runs and run_id is not None:
+        raise fail("--all-runs: every run, or --run ID: one; not both")
     output_folder(out, "--out")
     with open_reader(db, checked=True) as r:
-        if run_id is not None:
-            run_id = known_run(r, run_id, db) if run_id is not None else None
+        if all_runs:
+            console.print(f"exporting every run in {db} ({len(r.runs())} runs)",
+                          highlight=False)
+        else:
+            run_id = _which_run(r, run_id, db)
         if agent is not None:  # (named before any work: a typo is one line, at once)
             from ..training.export import simulation_agents
 
@@ -61,7 +69,7 @@ def export_sft_cmd(
             if agent not in known:
                 raise fail(f"--agent: no arrival {'of run ' + run_id + ' ' if run_id else ''}"
                            f"was handled by agent {agent!r} (agents: "
-                           f"{', '.join(known) or 'none: no simulation in the store'})")
+                           f"{', '.join(known) or 'none: no simulation there'})")
     try:
         st = export_sft(db, out, run=run_id, min_score=min_score, split_by=split_by,  # type: ignore[arg-type]
                         eval_fraction=eval_fraction, teachers_only=not all_roles,
@@ -73,12 +81,28 @@ def export_sft_cmd(
                   f"{dict(st.excluded)})", highlight=False)
 
 
+def _which_run(reader: Any, run_id: str | None, db: Path) -> str:
+    """The run an export takes (default: the latest), said in one line when it was not
+    named in full."""
+    rid = known_run(reader, run_id, db)
+    if run_id is None:
+        n = len(reader.runs())
+        console.print(f"exporting run {rid}, the latest of {n} in {db} (--run ID: another"
+                      f"{', --all-runs: every one' if n > 1 else ''})", highlight=False)
+    elif rid != run_id:
+        console.print(f"exporting run {rid}", highlight=False)
+    return rid
+
+
 @export_app.command("rl")
 def export_rl_cmd(
     out: Annotated[Path, typer.Option(help="Folder for train/eval JSONL")],
     tasks: Annotated[list[Path] | None, typer.Option("--tasks", help="Task files")] = None,
-    db: Annotated[Path | None, typer.Option(help="Or: the tasks a run used")] = None,
-    run_id: Annotated[str | None, typer.Option("--run", help="Run id (with --db)")] = None,
+    db: Annotated[Path | None, typer.Option(help="Or: the tasks a run used, from this "
+                                            "SQLite file of the event store (one file)")]
+    = None,
+    run_id: Annotated[str | None, typer.Option("--run", help="Run id, or the start of one "
+                                               "(with --db; default: the latest run)")] = None,
     split_by: Annotated[str, typer.Option(help="task | family")] = "task",
     eval_fraction: Annotated[float, typer.Option(help="Share held out")] = 0.2,
     tools: Annotated[str | None, typer.Option(help="Tools offered (as for `run --tools`)")]
@@ -106,7 +130,7 @@ def export_rl_cmd(
         from ..training.export import simulation_agents
 
         with open_reader(db, checked=True) as r:
-            rid = known_run(r, run_id, db)
+            rid = _which_run(r, run_id, db)
             specs = r.task_specs(rid)
             if agent is not None:
                 seats = simulation_agents(r, rid)
@@ -200,7 +224,8 @@ def train_grpo_cmd(
     tasks: Annotated[list[Path], typer.Option("--tasks", help="Task files or folders to roll "
                                               "out (RL prompts)")],
     out: Annotated[Path, typer.Option(help="Checkpoint folder")],
-    db: Annotated[Path, typer.Option(help="SQLite file the rollout episodes are recorded in")]
+    db: Annotated[Path, typer.Option(help="SQLite file the rollout episodes are recorded "
+                                       "in (one file)")]
     = Path("runs/coworkenv.db"),
     only: Annotated[list[str] | None, typer.Option(help="Only these task ids")] = None,
     families: Annotated[str | None, typer.Option(help="Only these families, comma-separated")]

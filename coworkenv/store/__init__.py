@@ -2,6 +2,7 @@
 
 from ._lease import RunLease
 from ._merge import MergeStats, merge_connection, merge_stores, shard_files, writable_store
+from ._prune import delete_runs
 from ._reader import MAX_SHARDS, Reader
 from ._records import MEASURED, EpisodeRecord, EventRecord, events_hash, hash_line
 from ._schema import SCHEMA_VERSION, migrate
@@ -35,6 +36,7 @@ __all__ = [
     "StoreError",
     "WriterSettings",
     "WriterStatistics",
+    "delete_runs",
     "events_hash",
     "hash_line",
     "merge_connection",

@@ -41,6 +41,20 @@ def _alive(pid: int, host: str) -> bool:
     return True
 
 
+def live_holder(conn: sqlite3.Connection, run_id: str, *, ttl: float = TTL_S,
+                owner: str | None = None) -> str | None:
+    """Who holds ``run_id``'s lease and is alive ("process P on HOST (alive Ns ago)"), read
+    on ``conn``; None when no one does (no lease, a stale heartbeat, a holder on this host that
+    no longer exists, or ``owner`` itself)."""
+    row = conn.execute("SELECT owner, pid, host, heartbeat FROM leases WHERE run_id=?",
+                       (run_id,)).fetchone()
+    now = time.time()
+    if row is None or row[0] == owner or now - row[3] >= ttl \
+            or not _alive(int(row[1]), str(row[2])):
+        return None
+    return f"process {row[1]} on {row[2]} (alive {now - row[3]:.0f}s ago)"
+
+
 class RunLease:
     """``with RunLease(db, run_id):`` holds the run for the duration of the block."""
 
@@ -73,16 +87,12 @@ class RunLease:
                     f"run {self.run_id!r}: {self.db} stayed locked by another process for 30 "
                     f"s ({exc}; a runner paused in the middle of a write holds it); let it "
                     "go on or stop it, then resume the run") from None
-            row = conn.execute("SELECT owner, pid, host, heartbeat FROM leases WHERE run_id=?",
-                               (self.run_id,)).fetchone()
+            holder = live_holder(conn, self.run_id, ttl=self.ttl, owner=self.owner)
             now = time.time()
-            if row is not None and row[0] != self.owner and now - row[3] < self.ttl \
-                    and _alive(int(row[1]), str(row[2])):  # another runner, alive
+            if holder is not None:  # another runner, alive
                 conn.execute("ROLLBACK")
-                raise LeaseHeldError(
-                    f"run {self.run_id!r} is being run by process {row[1]} on {row[2]} (alive "
-                    f"{now - row[3]:.0f}s ago); wait for it to finish, or stop it, then "
-                    "resume the run")
+                raise LeaseHeldError(f"run {self.run_id!r} is being run by {holder}; wait for "
+                                     "it to finish, or stop it, then resume the run")
             conn.execute("INSERT OR REPLACE INTO leases (run_id, owner, pid, host, acquired_at, "
                          "heartbeat) VALUES (?, ?, ?, ?, ?, ?)",
                          (self.run_id, self.owner, os.getpid(), socket.gethostname(), now, now))

@@ -126,9 +126,9 @@ if [ ! -s "$WORK/data/sft/train.jsonl" ]; then
     kill $srv; wait $srv || true
   fi
   if [ -n "$HELD_OUT" ] && [ -z "$EVAL_TASKS" ]; then
-    stage export $CW export sft --db "$DB" --out "$WORK/data/sft" --split-by family --held-out "$HELD_OUT"
+    stage export $CW export sft --db "$DB" --all-runs --out "$WORK/data/sft" --split-by family --held-out "$HELD_OUT"
   else
-    stage export $CW export sft --db "$DB" --out "$WORK/data/sft" --split-by family --eval-fraction 0
+    stage export $CW export sft --db "$DB" --all-runs --out "$WORK/data/sft" --split-by family --eval-fraction 0
   fi
 fi
 

@@ -273,7 +273,7 @@ def test_an_unknown_export_agent_is_named_before_any_work(tmp_path: Path) -> Non
     simulate(SimulationConfig(HANDOFF, db=tmp_path / "h.db", run_id="h"))
     p = cli("export", "sft", "--db", str(tmp_path / "h.db"), "--out", str(tmp_path / "o"),
             "--agent", "finn")
-    assert p.returncode == 2 and "--agent: no arrival was handled by agent 'finn' " \
+    assert p.returncode == 2 and "--agent: no arrival of run h was handled by agent 'finn' " \
         "(agents: ea, fin)" in p.stderr
     assert not (tmp_path / "o").exists()
 

@@ -103,9 +103,11 @@ def test_no_leakage_between_splits(db: Path, tmp_path: Path, split_by: str) -> N
 
 
 def test_export_cli(db: Path, tmp_path: Path) -> None:
-    out = subprocess.run([*CLI, "export", "sft", "--db", str(db), "--out", str(tmp_path / "s")],
-                         cwd=ROOT, capture_output=True, text=True, check=True).stdout
-    assert "wrote" in out
+    # (the latest run is the leaky one, which has nothing to export: every run)
+    out = subprocess.run([*CLI, "export", "sft", "--db", str(db), "--out", str(tmp_path / "s"),
+                          "--all-runs"], cwd=ROOT, capture_output=True, text=True,
+                         check=True).stdout
+    assert "exporting every run" in out and "wrote" in out
     out = subprocess.run([*CLI, "export", "rl", "--db", str(db), "--out", str(tmp_path / "r")],
                          cwd=ROOT, capture_output=True, text=True, check=True).stdout
     assert "prompts" in out
