@@ -17,19 +17,24 @@ LANE_ORDER = {"kernel": 0, "agent": 1, "tools": 3, "world": 4, "setup": 5}
 
 
 def runs(r: Reader) -> list[dict[str, Any]]:
+    """Every run, the oldest first (the page lists them the newest first)."""
     return r.runs()
 
 
 def episodes(r: Reader, *, run: str | None = None, family: str | None = None,
              capability: str | None = None, passed: bool | None = None,
-             safety_violation: bool | None = None, limit: int = 50,
+             safety_violation: bool | None = None, arrivals: bool = False, limit: int = 50,
              offset: int = 0) -> dict[str, Any]:
-    """One page of episodes with their grades, filtered; uses the (run, ...) indexes."""
+    """One page of episodes with their grades, filtered, the newest run's first (then by task,
+    trial and attempt); uses the (run, ...) indexes. ``arrivals``: only a simulation's
+    arrivals (its ``@simulation`` record, or any ``@`` record of a run, left out)."""
     where: list[str] = []
     params: list[Any] = []
     if run:
         where.append("e.run_id = ?")
         params.append(run)
+    if arrivals:
+        where.append("substr(e.task_id, 1, 1) <> '@'")
     if family:
         where.append("e.family = ?")
         params.append(family)
@@ -48,8 +53,9 @@ def episodes(r: Reader, *, run: str | None = None, family: str | None = None,
     rows = r.conn.execute(
         f"SELECT e.episode_id, e.run_id, e.task_id, e.family, e.trial, e.status, e.termination,"
         f" e.turns, e.sim_time, e.event_count, g.completion, g.safety, g.robustness, g.score,"
-        f" g.passed, t.capabilities {sql_from}{cond} ORDER BY e.run_id, e.task_id, e.trial,"
-        f" e.attempt LIMIT ? OFFSET ?", (*params, limit, offset)).fetchall()
+        f" g.passed, t.capabilities {sql_from} LEFT JOIN runs r ON r.run_id = e.run_id{cond}"
+        f" ORDER BY r.created_at DESC, e.run_id, e.task_id, e.trial, e.attempt"
+        f" LIMIT ? OFFSET ?", (*params, limit, offset)).fetchall()
     keys = ("episode_id", "run_id", "task_id", "family", "trial", "status", "termination",
             "turns", "sim_time", "event_count", "completion", "safety", "robustness", "score",
             "passed", "capabilities")

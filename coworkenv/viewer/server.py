@@ -128,6 +128,7 @@ def _route(r: Reader, parts: list[str], q: dict[str, str]) -> Any:
             r, run=q.get("run") or None, family=q.get("family") or None,
             capability=q.get("capability") or None, passed=_flag(q.get("passed")),
             safety_violation=_flag(q.get("safety_violation")),
+            arrivals=bool(_flag(q.get("arrivals"))),
             limit=_int(q, "limit", 50, 1, 500), offset=_int(q, "offset", 0, 0, 2**62)),
     }
     key = (parts[0], len(parts)) if parts else ("", 0)

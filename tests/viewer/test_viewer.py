@@ -18,6 +18,7 @@ import pytest
 
 from coworkenv.sim import builtin_tasks
 from coworkenv.store import Reader
+from coworkenv.viewer import VIEWER_BASE, viewer_url
 
 from ..conftest import free_port, wait_for_port
 
@@ -104,6 +105,24 @@ def test_bad_parameters_are_client_errors_not_dropped_connections(
             urllib.request.urlopen(base + path, timeout=5)
         assert err.value.code == code, path
     assert len(get(base, "/api/episodes?limit=500")["items"]) <= 500  # type: ignore[index]
+
+
+def test_viewer_url_names_a_run_or_an_episode_encoded_whole() -> None:
+    """The address `coworkenv simulate` prints: the page's fragment names the view, an id is
+    encoded whole (``:``, ``/``, ``#`` and all), the base is `coworkenv view`'s default."""
+    import typer
+
+    from coworkenv.cli import app
+
+    view = typer.main.get_command(app).commands["view"]  # type: ignore[attr-defined]
+    port = next(p.default for p in view.params if p.name == "port")
+    assert f"http://127.0.0.1:{port}" == VIEWER_BASE
+    assert viewer_url() == "http://127.0.0.1:8765/"
+    assert viewer_url(run="week") == "http://127.0.0.1:8765/#/sim/week"
+    assert viewer_url("http://localhost:9000/", run="a/b#c d") == (
+        "http://localhost:9000/#/sim/a%2Fb%23c%20d")
+    assert viewer_url("http://h:1", run="week", episode="week:it.a0001:0:0") == (
+        "http://h:1/#/episode/week%3Ait.a0001%3A0%3A0")
 
 
 def test_viewer_binds_loopback_only(viewer: tuple[str, Path]) -> None:
@@ -295,6 +314,21 @@ def test_simulation_api(simulation_viewer: tuple[str, Path]) -> None:
     err.value.close()
 
 
+def test_lists_put_the_newest_run_first_and_can_hold_a_simulations_arrivals_alone(
+        simulation_viewer: tuple[str, Path]) -> None:
+    base, _ = simulation_viewer
+    made = ["unsure", "links", "handoff", "week"]  # (the newest first)
+    items = get(base, "/api/episodes?limit=500")["items"]  # type: ignore[index]
+    runs = [e["run_id"] for e in items]
+    assert runs == sorted(runs, key=made.index) and runs[0] == "unsure"
+    every = get(base, "/api/episodes?run=handoff")["items"]  # type: ignore[index]
+    assert "handoff:@simulation" in {e["episode_id"] for e in every}
+    arrivals = get(base, "/api/episodes?run=handoff&arrivals=1")["items"]  # type: ignore[index]
+    sim = get(base, "/api/simulations/handoff")
+    assert {e["episode_id"] for e in arrivals} == {
+        a["episode_id"] for a in sim["arrivals"]}  # type: ignore[index]
+
+
 @pytest.mark.slow
 @needs_chromium
 def test_browser_shows_a_simulation_with_its_backlog(
@@ -312,6 +346,7 @@ def test_browser_shows_a_simulation_with_its_backlog(
         page.select_option("#run", "week")
         page.click("#simbtn")
         page.wait_for_selector("#simsvg .bar")
+        assert page.evaluate("location.hash") == "#/sim/week"  # (the page has an address)
         assert "northwind-week" in page.inner_text("#simtitle")
         assert page.locator("#simsvg .bar").count() == len(s["arrivals"])  # type: ignore[index]
         assert page.locator("#simsvg text", has_text="agent it").count() == 1
@@ -386,10 +421,178 @@ def test_filters_never_overlap_the_episode_and_rows_name_their_run(tmp_path: Pat
         page.locator("#episodes tr", has_text="safety-wrong-recipient").first.click()
         page.wait_for_selector("#svg .ev")
         assert page.evaluate(OVERLAPS) == []
-        runs = page.locator("#episodes td.run").all_inner_texts()
-        assert set(runs) == {long_run, "short"}
+        # the newest run first; each row's run shown by enough of its id to tell it apart
+        cells = page.locator("#episodes td.run")
+        runs = [cells.nth(i).get_attribute("data-run") for i in range(cells.count())]
+        assert runs == sorted(runs, key=["short", long_run].index) and set(runs) == {
+            long_run, "short"}
+        labels = dict(zip(runs, cells.all_inner_texts(), strict=True))
+        assert labels["short"] == "short" and labels[long_run] != long_run
+        head, _, tail = labels[long_run].partition("…")
+        assert long_run.startswith(head) and long_run.endswith(tail) and len(tail) >= 13
         title = page.inner_text("#title")
         assert "safety-wrong-recipient" in title and " run " in title
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "viewer-1280.png"))
         browser.close()
+
+
+ONLY = """() => [...document.querySelectorAll('#episodes tr')].map((tr) => tr.dataset.episode)"""
+
+
+@pytest.mark.slow
+@needs_chromium
+def test_a_simulations_address_opens_its_page_with_its_arrivals_alone(
+        simulation_viewer: tuple[str, Path]) -> None:
+    """`viewer_url(base, run=...)` opens the simulation's page straight away, the side list
+    holding its arrivals and nothing else (no other run's episodes, not its @simulation
+    record); a bar's episode has its own address, and back returns to the simulation; an
+    episode's address opened alone lists its run's episodes with the episode selected."""
+    from playwright.sync_api import sync_playwright
+
+    base, _ = simulation_viewer
+    handoff = {a["episode_id"] for a in get(base, "/api/simulations/handoff")[  # type: ignore[index]
+        "arrivals"]}
+    week = {a["episode_id"] for a in get(base, "/api/simulations/week")[  # type: ignore[index]
+        "arrivals"]}
+    with sync_playwright() as p:
+        browser = launch(p)
+        page = browser.new_page(viewport={"width": 1280, "height": 900}, bypass_csp=True)
+        page.goto(viewer_url(base, run="handoff"))  # (the oldest run but one: not the default)
+        page.wait_for_selector("#simsvg .bar")
+        options = page.eval_on_selector_all("#run option", "(os) => os.map((o) => o.value)")
+        assert options == ["", "unsure", "links", "handoff", "week"]  # (the newest run first)
+        assert page.input_value("#run") == "handoff"
+        page.wait_for_function("document.getElementById('page').textContent.endsWith("
+                               f"' of {len(handoff)}')")
+        assert "handoff" in page.inner_text("#simtitle")
+        assert set(page.evaluate(ONLY)) == handoff
+        # the week's 300-odd arrivals: a page of them, and the count of them all
+        page.goto(viewer_url(base, run="week"))
+        page.wait_for_function("document.getElementById('page').textContent.endsWith("
+                               f"' of {len(week)}')")
+        page.wait_for_selector("#simsvg .bar")
+        rows = page.evaluate(ONLY)
+        assert len(rows) == 50 and set(rows) <= week
+        # a bar opens its arrival at the arrival's own address; back shows the simulation
+        first = page.get_attribute("#simsvg .bar >> nth=0", "data-episode") or ""
+        page.click("#simsvg .bar >> nth=0")
+        page.wait_for_selector("#svg .ev")
+        assert page.evaluate("location.href") == viewer_url(base, episode=first)
+        page.go_back()
+        page.wait_for_selector("#simview:not([hidden]) #simsvg .bar")
+        assert page.evaluate("location.hash") == "#/sim/week" and page.is_hidden("#episodeview")
+        # an episode's address in a new page: the episode, its run's episodes listed
+        fresh = browser.new_page(viewport={"width": 1280, "height": 900}, bypass_csp=True)
+        ep = sorted(handoff)[0]
+        fresh.goto(viewer_url(base, episode=ep))
+        fresh.wait_for_selector("#svg .ev")
+        assert ep.split(":")[1] in fresh.inner_text("#title")
+        assert fresh.get_attribute("#episodes tr.sel", "data-episode") == ep
+        assert {r.split(":")[0] for r in fresh.evaluate(ONLY)} == {"handoff"}
+        assert fresh.input_value("#run") == "handoff"
+        # an address that names nothing says so
+        fresh.goto(viewer_url(base, episode="handoff:nope:0:0"))
+        fresh.wait_for_function("document.getElementById('title').textContent.includes('nope')")
+        browser.close()
+
+
+@pytest.mark.slow
+@needs_chromium
+def test_a_runs_address_lists_its_episodes_when_it_is_no_simulation(
+        viewer: tuple[str, Path]) -> None:
+    from playwright.sync_api import sync_playwright
+
+    base, db = viewer
+    with Reader(db) as r:
+        (run,) = [x["run_id"] for x in r.runs()]
+    with sync_playwright() as p:
+        browser = launch(p)
+        page = browser.new_page()
+        page.goto(viewer_url(base, run=run))
+        page.wait_for_selector("#episodes tr")
+        assert page.evaluate("location.hash") == f"#/run/{run}"  # (no simulation page)
+        assert page.inner_text("#page").endswith(f" of {len(builtin_tasks())}")
+        assert run in page.inner_text("#title") and page.is_hidden("#simview")
+        browser.close()
+
+
+LABELS = """(end) => {
+  const box = (el) => el.getBoundingClientRect();
+  const out = [], svg = box(document.getElementById('svg'));
+  const keys = [...document.querySelectorAll('#legend .key')];
+  if (!keys.length) out.push('no legend');
+  const colours = new Set(keys.map((k) => k.dataset.color));
+  for (const c of document.querySelectorAll('#svg circle'))
+    if (!colours.has(c.getAttribute('fill'))) out.push(`no legend for ${c.getAttribute('fill')}`);
+  for (const k of keys) {
+    const b = box(k);
+    if (b.bottom > svg.top || !k.textContent.trim()) out.push(`legend ${k.textContent} in the plot`);
+  }
+  const texts = [...document.querySelectorAll('#svg text')].map((t) => [t.textContent, box(t), t]);
+  for (let i = 0; i < texts.length; i++)
+    for (let j = i + 1; j < texts.length; j++) {
+      const [a, p] = texts[i], [b, q] = texts[j];
+      if (p.left < q.right && q.left < p.right && p.top < q.bottom && q.top < p.bottom)
+        out.push(`${a} overlaps ${b}`);
+    }
+  const ticks = texts.filter(([, , t]) => t.classList.contains('tick'));
+  for (const [text, b] of ticks)
+    if (b.left < svg.left || b.right > svg.right) out.push(`${text} outside the plot`);
+  const last = ticks[ticks.length - 1];
+  if (!last || last[0] !== end) out.push(`the end label is ${last && last[0]}, not ${end}`);
+  return out;
+}"""
+
+
+@pytest.mark.slow
+@needs_chromium
+def test_episode_page_has_a_legend_and_labels_that_never_overlap(
+        simulation_viewer: tuple[str, Path]) -> None:
+    """At 1280x900, for the episodes most likely to crowd their time axis (the week's
+    arrivals with the most events and the longest ones, the hand-off's): a legend names every
+    dot colour; no two labels of the plot overlap (their boxes measured); the last time label
+    is the episode's end, inside the plot."""
+    from playwright.sync_api import sync_playwright
+
+    base, db = simulation_viewer
+    with Reader(db) as r:
+        arrivals = [e for e in r.episodes("week") if not e.task_id.startswith("@")]
+        picked = {e.episode_id for e in sorted(arrivals, key=lambda e: -e.event_count)[:8]}
+        picked |= {e.episode_id for e in sorted(arrivals, key=lambda e: -(e.sim_time or 0))[:6]}
+        picked |= {e.episode_id for e in r.episodes("handoff")
+                   if not e.task_id.startswith("@")}
+    with sync_playwright() as p:
+        browser = launch(p)
+        page = browser.new_page(viewport={"width": 1280, "height": 900}, bypass_csp=True)
+        page.goto(base + "/")
+        page.wait_for_selector("#episodes tr")
+        problems = {}
+        for ep in sorted(picked):
+            events = get(base, f"/api/episodes/{quote(ep, safe='')}")["events"]  # type: ignore[index]
+            page.goto(viewer_url(base, episode=ep))
+            page.wait_for_function(f"current === {json.dumps(ep)} && document.querySelector"
+                                   "('#svg .ev') !== null")
+            found = page.evaluate(LABELS, f"{int(events[-1]['t'] / 60 + 0.5)}m")  # (JS's round)
+            if found:
+                problems[ep] = found
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "viewer-episode-1280.png"))
+        # the worst cases drawn by the same code: the minute changing every few seconds
+        # past minute 100 (wide labels closer than their width), one that fits the box once
+        # squeezed and one that scrolls, each ending far later (the end label at the edge)
+        for n in (40, 150):
+            t, evs = 6000.0, []
+            for i in range(n):
+                t += (5, 40, 12, 61, 3)[i % 5]
+                evs.append({"seq": i, "t": t, "actor": ("agent", "tools", "world")[i % 3],
+                            "kind": ("tool_call", "tool_result", "message", "ws.x", "x")[i % 5],
+                            "to": None, "summary": ""})
+            evs[-1]["t"] = 600_000.0
+            page.evaluate("(tl) => { $('episodeview').hidden = false; drawLanes(tl); }",
+                          {"lanes": ["agent", "tools", "world"], "events": evs})
+            found = page.evaluate(LABELS, "10000m")
+            if found:
+                problems[f"{n} crowded events"] = found
+        browser.close()
+    assert problems == {}
