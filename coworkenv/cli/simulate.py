@@ -174,8 +174,11 @@ def simulate(
         sys.stdout.write(json.dumps(summary, indent=2) + "\n")
         return
     print_summary(summary)
+    from ..viewer.urls import viewer_url
+
     console.print(f"recorded in {db} (run {result.run_id}); per arrival: coworkenv eval --db "
-                  f"{db} --run {result.run_id}", highlight=False)
+                  f"{db} --run {result.run_id}; to look at it: coworkenv view --db {db}, then "
+                  f"{viewer_url(run=result.run_id)}", highlight=False)
 
 
 def _batch(config: Any, seeds: int, processes: int, concurrency: int, as_json: bool) -> None:

@@ -31,3 +31,5 @@ def test_simulate_says_the_work_ahead_and_where_the_clock_ended(tmp_path: Path) 
     assert got, out
     assert abs(int(got[1]) - expected) <= expected  # (a draw, about what was said)
     assert 1 <= int(got[2]) <= int(got[1])
+    run = re.search(r"\(run (sim-[\d-]+)\)", out)
+    assert run and f"then http://127.0.0.1:8765/#/sim/{run[1]}" in out  # (its page's address)
