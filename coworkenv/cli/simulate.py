@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from datetime import datetime
@@ -98,6 +99,10 @@ def simulate(
     concurrency: Annotated[int, typer.Option(
         help="With --seeds: simulations at once in each process (model-backed agents: "
              "their calls in flight together)")] = 8,
+    check: Annotated[bool, typer.Option(
+        "--check", help="Check the file as the run would (its language, templates, company, "
+        "times, people, bounds, the policies given) and say what it holds, without running "
+        "it or writing anything; exit 1 if it is refused (as coworkenv validate)")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON")] = False,
     mutate: Annotated[bool, typer.Option(
         "--mutate", help="Instead of one run: the mutation check of the simulation's "
@@ -119,6 +124,18 @@ def simulate(
 
     if mutate:
         _mutation_check(file, as_json)
+        return
+    if check:
+        from .synth import _validate_simulation
+
+        pols = _policies(agents)
+        if agent is not None:
+            from ..sim.simulation import load_simulation
+
+            with contextlib.suppress(Exception):  # (a broken file: said by the check below)
+                pols = {s.id: agent for s in load_simulation(file).sim.roster} | pols
+        if not _validate_simulation(file, pols):
+            raise typer.Exit(1)
         return
     writable_db(db)
     if memory not in (None, "persistent", "per_arrival"):

@@ -458,9 +458,11 @@ def is_simulation_file(path: Path) -> bool:
         _SIMULATION.search(path.read_text(errors="replace")[:4096]))
 
 
-def _validate_simulation(path: Path) -> bool:
+def _validate_simulation(path: Path, policies: dict[str, str] | None = None) -> bool:
     """A simulation file checked whole as ``simulate`` checks it (its language, templates,
-    company, times, people): one line saying what it holds, or each problem."""
+    company, times, people, bounds; ``policies``: those given for its agents): one line saying
+    what it holds, or each problem (the first twenty, and how many more)."""
+    from ..agents.factory import parse_agent
     from ..sim import TaskFileError
     from ..sim.simulation import load_simulation, timed_arrivals
 
@@ -468,11 +470,23 @@ def _validate_simulation(path: Path) -> bool:
         loaded = load_simulation(path)
     except TaskFileError as exc:
         within = "" if exc.file == str(path) else f"{exc.file}: "  # (a template's problem)
-        for p in exc.problems:
+        for p in exc.problems[: TaskFileError.SHOWN]:
             console.print(f"[red]rejected[/red] {escape(str(path))}: {escape(within + p)}",
                           highlight=False)
+        if len(exc.problems) > TaskFileError.SHOWN:
+            console.print(f"[red]rejected[/red] {escape(str(path))}: ... and "
+                          f"{len(exc.problems) - TaskFileError.SHOWN:,} more problem(s) like "
+                          "these", highlight=False)
         return False
     sim = loaded.sim
+    for seat in sim.roster:  # (its policy, as simulate reads it)
+        if policies and seat.id in policies:
+            try:
+                parse_agent(policies[seat.id])
+            except ValueError as exc:
+                console.print(f"[red]rejected[/red] {escape(str(path))}: agents: {seat.id}: "
+                              f"{escape(str(exc))}", highlight=False)
+                return False
     timed = len(timed_arrivals(sim, loaded.calendar))
     caused = sum(1 for s in sim.workload if s.on is not None)
     console.print(f"simulation {sim.id} ({path}): valid: {len(loaded.templates)} request "

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -33,3 +34,30 @@ def test_simulate_says_the_work_ahead_and_where_the_clock_ended(tmp_path: Path) 
     assert 1 <= int(got[2]) <= int(got[1])
     run = re.search(r"\(run (sim-[\d-]+)\)", out)
     assert run and f"then http://127.0.0.1:8765/#/sim/{run[1]}" in out  # (its page's address)
+
+
+def test_simulate_check_says_what_a_file_holds_or_names_the_field(tmp_path: Path) -> None:
+    """--check: the file checked as the run would, nothing run or written."""
+    sims = sorted(p for p in (ROOT / "examples" / "simulations").glob("*.yaml")
+                  if "kind: simulation" in p.read_text())
+    assert len(sims) >= 4
+    r = subprocess.run([sys.executable, "-m", "coworkenv.cli", "validate", *map(str, sims)],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout.count(": valid: ") == len(sims), r.stdout
+    for sim in sims:
+        ok = subprocess.run([sys.executable, "-m", "coworkenv.cli", "simulate", str(sim),
+                             "--check", "--db", str(tmp_path / "never.db")], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=120)
+        assert ok.returncode == 0 and f"({sim}): valid: " in ok.stdout, ok.stdout + ok.stderr
+    broken = tmp_path / "sims"
+    shutil.copytree(ROOT / "examples" / "simulations", broken)
+    (broken / "week.yaml").write_text((broken / "week.yaml").read_text().replace(
+        "sla_hours: 4", "sla: 4"))
+    bad = subprocess.run([sys.executable, "-m", "coworkenv.cli", "simulate",
+                          str(broken / "week.yaml"), "--check", "--db",
+                          str(tmp_path / "never.db")], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=120)
+    assert bad.returncode == 1
+    assert "checks.sla: Extra inputs are not permitted (got 4): did you mean sla_hours?" in \
+        bad.stdout
+    assert not (tmp_path / "never.db").exists()
