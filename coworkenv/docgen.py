@@ -1,7 +1,8 @@
 """The documentation's reference pages, generated from the code itself: every command's help
-(from the command line's own parser), the task and simulation languages (from their JSON
-schemas) and the tool catalog. The documentation site's hook (``docs/hooks.py``) puts them
-where a page says ``<!-- generated: NAME -->``; a test builds the site with ``--strict``."""
+(from the command line's own parser), the task and simulation languages and the company file
+(from their JSON schemas) and the tool catalog. The documentation site's hook
+(``docs/hooks.py``) puts them where a page says ``<!-- generated: NAME -->``; a test builds
+the site with ``--strict``."""
 
 from __future__ import annotations
 
@@ -144,6 +145,13 @@ def simulation_reference() -> str:
             "prints it).\n\n" + schema_reference(simulation_schema(), "Simulation"))
 
 
+def company_reference() -> str:
+    from .sim.companies import company_schema
+
+    return ("Generated from the company model's JSON schema (`coworkenv schema company` prints "
+            "it).\n\n" + schema_reference(company_schema(), "Company"))
+
+
 def tools_reference() -> str:
     from .workspace import markdown_table
 
@@ -154,7 +162,7 @@ def tools_reference() -> str:
 
 GENERATED: dict[str, Callable[[], str]] = {
     "cli": cli_reference, "task": task_reference, "simulation": simulation_reference,
-    "tools": tools_reference}
+    "tools": tools_reference, "company": company_reference}
 """What a page's ``<!-- generated: NAME -->`` becomes."""
 
 

@@ -6,7 +6,8 @@ One module per group of commands, each a thin layer over the library; the checks
     run       demo, run, worker
     simulate  simulate
     results   replay, runs, eval, regrade, merge, view
-    synth     synth, validate, schema, tools
+    synth     synth, validate, schema, tools, apps, primitives
+    catalog   companies, tasks
     train     export sft|rl, train sft|grpo, serve
 """
 
@@ -18,6 +19,7 @@ from . import run  # noqa: F401
 from . import simulate  # noqa: F401
 from . import results  # noqa: F401
 from . import synth  # noqa: F401
+from . import catalog  # noqa: F401
 from . import train  # noqa: F401
 # isort: on
 from ._common import app, main

@@ -541,16 +541,18 @@ def _mutation_table(reports: list[Any]) -> None:
                   f"{totals[3]} false positive(s)", highlight=False)
 
 
-@app.command(short_help="Print the JSON schema of a task or simulation file.")
+@app.command(short_help="Print the JSON schema of a task, simulation or company file.")
 def schema(
-    what: Annotated[str, typer.Argument(help="task | simulation")] = "task",
+    what: Annotated[str, typer.Argument(help="task | simulation | company")] = "task",
 ) -> None:
-    """Print the JSON schema of a task file or a simulation file (generated from the
-    models)."""
+    """Print the JSON schema of a task file, a simulation file or a company file
+    (companies/NAME.yaml) (generated from the models)."""
     from ..sim import Task
+    from ..sim.companies import company_schema
     from ..sim.simulation import simulation_schema
 
-    if what not in ("task", "simulation"):
-        raise fail(f"schema: expected 'task' or 'simulation', got {what!r}")
-    out = Task.model_json_schema() if what == "task" else simulation_schema()
+    if what not in ("task", "simulation", "company"):
+        raise fail(f"schema: expected 'task', 'simulation' or 'company', got {what!r}")
+    out = (Task.model_json_schema() if what == "task" else simulation_schema()
+           if what == "simulation" else company_schema())
     sys.stdout.write(json.dumps(out, indent=2) + "\n")

@@ -54,12 +54,24 @@ def _merge_company(raw: dict[str, Any], folder: Path | None = None) -> dict[str,
 
         base = {k: v for k, v in base.items()
                 if TABLE_APP.get(table_of(k), "directory") in raw["apps"]}
+        if isinstance(base.get("tables"), dict):  # (a plugin's rows: those of its apps)
+            base["tables"] = {t: rows for t, rows in base["tables"].items()
+                              if TABLE_APP.get(t) in raw["apps"]}
     for key, rows in base.items():
-        own = seed.get(key) or []
-        own_ids = {r.get("id") for r in own if isinstance(r, dict)}
-        seed[key] = [r for r in rows if r.get("id") not in own_ids] + own
+        if key == "tables" and isinstance(rows, dict):  # (a plugin's rows, by table)
+            tables = dict(seed.get("tables") or {})
+            seed[key] = {**tables, **{t: _under(r, tables.get(t)) for t, r in rows.items()}}
+        else:
+            seed[key] = _under(rows, seed.get(key))
     raw["seed"] = seed
     return raw
+
+
+def _under(company: list[Any], own: list[Any] | None) -> list[Any]:
+    """A company's rows, then a task's own: a task's row replaces the company's of its id."""
+    own = own or []
+    own_ids = {r.get("id") for r in own if isinstance(r, dict)}
+    return [r for r in company if not isinstance(r, dict) or r.get("id") not in own_ids] + own
 
 
 def _path(loc: tuple[Any, ...]) -> str:

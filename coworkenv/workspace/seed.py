@@ -37,15 +37,20 @@ class WorkspaceSeed(BaseModel):
     """What exists when an episode starts."""
 
     model_config = ConfigDict(extra="forbid")
-    people: list[Person] = Field(default_factory=list)
-    emails: list[Email] = Field(default_factory=list)
-    channels: list[Channel] = Field(default_factory=list)
-    chat: list[ChatMessage] = Field(default_factory=list)
-    calendar: list[CalendarEvent] = Field(default_factory=list)
-    docs: list[Document] = Field(default_factory=list)
-    tickets: list[Ticket] = Field(default_factory=list)
-    groups: list[Group] = Field(default_factory=list)
-    queues: list[TicketQueue] = Field(default_factory=list)
+    people: list[Person] = Field(default_factory=list, description="The directory: everyone "
+                                 "mail, chat, calendars and documents name by id")
+    emails: list[Email] = Field(default_factory=list, description="Mail already sent")
+    channels: list[Channel] = Field(default_factory=list, description="Chat channels and DMs")
+    chat: list[ChatMessage] = Field(default_factory=list, description="Chat messages already "
+                                    "posted")
+    calendar: list[CalendarEvent] = Field(default_factory=list, description="Calendar events "
+                                          "(each person's calendar: those they organize or "
+                                          "attend)")
+    docs: list[Document] = Field(default_factory=list, description="Documents")
+    tickets: list[Ticket] = Field(default_factory=list, description="Tickets")
+    groups: list[Group] = Field(default_factory=list, description="Distribution lists and "
+                                "shared mailboxes")
+    queues: list[TicketQueue] = Field(default_factory=list, description="Ticket queues")
     tables: dict[str, list[dict[str, Any]]] = Field(default_factory=dict, description="Rows of "
                                                     "other apps' tables (a plugin's), by table "
                                                     "name; each row is validated against the "
