@@ -254,6 +254,8 @@ class ModelBudget(Model):
 
 
 class SimChecks(Model):
+    model_config = ConfigDict(extra="forbid", protected_namespaces=())  # (model_budget)
+
     sla_hours: float | None = Field(default=None, gt=0, description="Every arrival is completed "
                                     "within this many working hours of arriving")
     none_dropped: bool = Field(default=True, description="Every arrival ended (its agent "
