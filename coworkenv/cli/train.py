@@ -13,6 +13,7 @@ from ._common import (
     app,
     bind_or_fail,
     console,
+    err,
     fail,
     known_run,
     load,
@@ -195,7 +196,8 @@ def train_sft_cmd(
                                                      max_length, lora, cpu=not gpu,
                                                      truncation=truncation,
                                                      measure_rows=measure_rows,
-                                                     curriculum=curriculum))
+                                                     curriculum=curriculum),
+                        say=lambda m: err.print(f"train sft: {m}", highlight=False))
     except (HeldOutError, IncompleteOutputError, NothingToTrainError) as exc:
         raise fail(str(exc)) from None
     losses = res["losses"]

@@ -13,6 +13,7 @@ import json
 import os
 import random
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -170,8 +171,11 @@ class NothingToTrainError(TrainingDataError):
     """Every demonstration was dropped before training (too long for ``max_length``)."""
 
 
-def train_sft(model: str, data: Path, out: Path, options: SFTOptions | None = None) -> dict[str, Any]:
-    """Train; return the log history (losses per step) and where the checkpoint is."""
+def train_sft(model: str, data: Path, out: Path, options: SFTOptions | None = None, *,
+              say: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Train; return the log history (losses per step) and where the checkpoint is. ``say``
+    hears what it is doing before each stage that takes a while (preparing the model, the
+    loss measured before and after training, the steps), with the rows it trains on."""
     import datasets
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import SFTConfig, SFTTrainer
@@ -179,8 +183,16 @@ def train_sft(model: str, data: Path, out: Path, options: SFTOptions | None = No
 
     no_hub_kernels()
     o = options or SFTOptions()
+    tell = say or (lambda _: None)
     demonstrations = _rows(data / "train.jsonl")  # (held-out tasks refused before any load)
     held = _rows(data / "eval.jsonl") if o.measure_rows and (data / "eval.jsonl").exists() else []
+    tell(f"{len(demonstrations)} demonstration row(s) in {data / 'train.jsonl'}"
+         + (f", {len(held)} in eval.jsonl" if held else "") + f"; {o.steps} step(s) of "
+         f"{o.batch_size} row(s) ({o.steps * o.batch_size} rows seen), at most {o.max_length} "
+         f"tokens each, on the {'CPU' if o.cpu else 'accelerator'}")
+    tell(f"loading {model}" + (" (a .gguf is converted to a Transformers folder once, then "
+                               "cached: the first time takes minutes)"
+                               if str(model).endswith(".gguf") else ""))
     path = prepare_model(model)
     tok = AutoTokenizer.from_pretrained(path)
     tok.chat_template = qwen3_instruct_2507_chat_template
@@ -225,8 +237,15 @@ def train_sft(model: str, data: Path, out: Path, options: SFTOptions | None = No
             f"an assistant turn within max_length {o.max_length} tokens (TRL dropped every "
             "row); raise max_length, train on their last turns (truncation keep_end), or "
             "record shorter demonstrations (fewer tools offered: `run --tools reference`)")
+    if measured:
+        tell(f"measuring the loss of {', '.join(f'{len(v)} {k}' for k, v in measured.items())} "
+             "row(s) before training (--measure-rows 0: none)")
     before = _measure(trainer)
+    rows = len(kept) if kept is not None and hasattr(kept, "__len__") else "?"
+    tell(f"training: {o.steps} step(s) on {rows} row(s) kept within max length")
     trainer.train()
+    if measured:
+        tell("measuring the loss again after training")
     after = _measure(trainer)
     trainer.save_model(str(out))
     tok.save_pretrained(str(out))

@@ -127,6 +127,11 @@ def test_runs_export_and_training_work_at_the_floors(floor_env: Path, tmp_path: 
         losses = json.loads((tmp_path / f"ckpt/sft{''.join(extra)}/coworkenv-sft.json")
                             .read_text())["losses"]
         assert len(losses) == 1 and losses[0] > 0, out[-2000:]  # (0: no answer token seen)
+        # what it does is said before the first step: the rows, the model, the measuring
+        said = [x for x in out.splitlines() if x.startswith("train sft: ")]
+        assert re.match(r"train sft: \d+ demonstration row\(s\) in data/sft/train\.jsonl", said[0])
+        assert said[1].startswith(f"train sft: loading {GGUF}") and "training: 1 step(s)" in \
+            " ".join(said[2:]), said
     out = run(floor_env, "train", "grpo", "--model", "ckpt/sft", "--tasks", tasks,
               "--held-out", "doc_sharing,safety", "--out", "ckpt/grpo", "--db", "runs.db",
               "--steps", "1", "--max-completion-length", "48", "--max-tool-calls", "1",
