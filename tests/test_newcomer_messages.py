@@ -17,7 +17,7 @@ import yaml
 from pydantic import ValidationError
 
 from coworkenv.sim import builtin_tasks
-from coworkenv.sim.loader import _describe
+from coworkenv.sim.describe import _describe
 from coworkenv.sim.simulation.language import Simulation
 from coworkenv.workspace import REGISTRY
 

@@ -14,8 +14,9 @@ import yaml
 from pydantic import ValidationError
 
 from ..workspace.seed import WorkspaceSeed
+from .describe import _describe
 from .errors import TaskFileError
-from .loader import BENCHMARK, BUILTIN, _describe
+from .loader import BENCHMARK, BUILTIN
 
 __all__ = ["CompanyFile", "company_schema", "find_companies"]
 

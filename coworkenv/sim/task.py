@@ -29,6 +29,7 @@ from ..workspace.apps import installed as installed_apps
 from ..workspace.models import ENTITY_TYPES, TABLE_APP
 from ..workspace.text import as_number, fold, mentions
 from .cases import bind_task, placeholders
+from .describe import _describe
 
 Capability = Literal["tool_coordination", "multi_turn_communication", "dynamic_workspace_state",
                      "safety_sensitive_handling"]
@@ -977,8 +978,6 @@ def _app_kind(where: str, what: str, app: str, name: str, params: dict[str, Any]
     try:
         kind.params.model_validate(params)
     except ValidationError as exc:
-        from .loader import _describe  # (the loader reads tasks: it imports this module)
-
         out += [p for e in exc.errors() for p in _describe(e, kind.params, f"{where}.params")]
     return out
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import yaml
 from pydantic import ValidationError
 
+from ..sim.describe import _describe
 from ..sim.errors import TaskFileError
-from ..sim.loader import _describe
 from .bpmn import read_process
 from .primitive import PRIMITIVES
 from .requirement import WorkflowRequirement

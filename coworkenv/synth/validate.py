@@ -23,7 +23,8 @@ from ..agents import NoopAgent, OracleAgent
 from ..bus import MemoryBus
 from ..sim import EpisodeResult, Task, TaskFileError
 from ..sim.checks import projection_db, run_sql
-from ..sim.loader import _describe, parse_task
+from ..sim.describe import _describe
+from ..sim.loader import parse_task
 from ..sim.task import MessageStep, SqlCheck, ToolStep, WaitStep
 from ..workspace import REGISTRY
 from .mutate import MutationReport, mutation_check, reference_run, solo_kernel

@@ -12,8 +12,9 @@ from pydantic import ValidationError
 
 from ...workspace import REGISTRY
 from ...workspace.models import Person
+from ..describe import _describe
 from ..errors import TaskFileError
-from ..loader import InputLimits, _check_shape, _describe, _merge_company, _read_bounded, load_tasks
+from ..loader import InputLimits, _check_shape, _merge_company, _read_bounded, load_tasks
 from ..policy import POLICIES, parse_policy
 from ..task import Task
 from .arrivals import _route
