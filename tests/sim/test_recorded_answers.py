@@ -26,6 +26,7 @@ from coworkenv.sim.simulation import SimulationError
 from coworkenv.store import MEASURED, Reader
 
 from .test_cast import _relay, _sim, maya
+from .test_simulation import _completed
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-m", "coworkenv.cli"]
@@ -176,15 +177,6 @@ def pure(request: dict[str, Any]) -> Reply:
     if not calls:
         return Reply(tool_calls=[("wait", "{}")], finish_reason="tool_calls", stall_s=0.004)
     return Reply(tool_calls=calls, finish_reason="tool_calls", stall_s=0.004)
-
-
-def _completed(db: Path) -> int:
-    try:
-        with sqlite3.connect(db, timeout=5) as c:
-            return int(c.execute("SELECT count(*) FROM episodes WHERE status='completed'"
-                                 ).fetchone()[0])
-    except sqlite3.Error:
-        return 0
 
 
 @pytest.mark.slow

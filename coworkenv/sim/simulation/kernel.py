@@ -40,7 +40,7 @@ import anyio
 import anyio.lowlevel
 
 from ...bus import Bus
-from ...store import EventStore
+from ...store import MEASURED, EventStore
 from ...workspace import REGISTRY, WorkspaceSeed, WorkspaceState, apply_event
 from ...workspace.models import Person, ws_event
 from ..actor import Actor, ActorContext, ModelEndpoint
@@ -76,8 +76,6 @@ from .world import (
     SeatContext,
     SimWorld,
 )
-
-_MODEL_CALLS = frozenset({"agent.model_call", "agent.summary_call", "persona.model_call"})
 
 
 @dataclass(frozen=True)
@@ -254,7 +252,7 @@ class SimulationKernel(Seats, Grading, EpisodeKernel):
                 d.payload.get("arrival") if d is not None and d.kind == "tool_call" else None)
             if tag is not None:
                 self.entity_owner.setdefault(str(payload.get("id")), str(tag))
-        if kind in _MODEL_CALLS:
+        if kind in MEASURED:
             self._count_model_call(actor, kind, payload)
         elif kind == "persona.invented":
             self._use("people")["invented"] += 1
