@@ -207,8 +207,8 @@ class _SubContext(ActorContext):
     def call_tool(self, tool: str, arguments: dict[str, Any], *, delay: float = 0.0,
                   as_person: str | None = None, call_id: str | None = None,
                   **extra: Any) -> str:
-        self._calls += 1
-        call_id = call_id or f"{self.name}-{self.key}-{self._calls}"
+        self.tool_calls += 1
+        call_id = call_id or f"{self.name}-{self.key}-{self.tool_calls}"
         self.owner.calls[call_id] = self.key
         return super().call_tool(tool, arguments, delay=delay, as_person=as_person,
                                  call_id=call_id, **extra)

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -56,7 +56,9 @@ from ..bus import Bus, BusError, BusTimeoutError, Envelope, new_id
 from ..sim.actor import Actor, ActorContext, ModelEndpoint
 from ..sim.errors import EpisodeFailure
 from ..sim.task import Task
+from ..store import MEASURED
 from ..workspace import WorkspaceState
+from .chat import request_digest
 
 HEARTBEAT_S = 1.0
 CLAIM_TIMEOUT_S = 2.0
@@ -258,10 +260,15 @@ class RemoteAgentProxy(Actor):
     moves: int = 0
 
     def _payload(self, envelope: Envelope, ctx: ActorContext, w: WorkerInfo) -> dict[str, Any]:
-        payload: dict[str, Any] = {"envelope": envelope.model_dump(mode="json")}
+        payload: dict[str, Any] = {"envelope": envelope.model_dump(mode="json"),
+                                   "tool_calls": ctx.tool_calls}
+        answers = ctx.recorded_answers()
+        if answers:  # (a resumed or replayed simulation: the worker serves them)
+            payload["answers"] = answers
         if envelope.kind == "task":
             payload["setup"] = {
                 "seed": ctx.seed, "person": ctx.person, "start": ctx.start.isoformat(),
+                "name": ctx.name,  # (its calls' ids as the agent in process would make them)
                 "actors": {m.person: ctx.actor_for(m.person) for m in self.task.cast()},
                 # only a teacher that follows the reference solution is shown it
                 "reference": [s.model_dump(mode="json") for s in self.task.reference]
@@ -323,10 +330,17 @@ class RemoteAgentProxy(Actor):
         if reply.kind == "agent.error":
             raise EpisodeFailure("agent", f"remote worker {w.worker_id}: "
                                  f"{reply.payload.get('error')}")
-        for kind, body in reply.payload.get("records", []):
+        records = reply.payload.get("records", [])
+        calls = sum(kind in MEASURED for kind, _ in records)
+        if calls:
+            ctx.answered_elsewhere(calls, int(reply.payload.get("served") or 0),
+                                   reply.payload.get("differs"), f"remote worker {w.worker_id}")
+        for kind, body in records:
             ctx.record(kind, body)
+        ctx.tool_calls = int(reply.payload.get("tool_calls", ctx.tool_calls))
         for a in reply.payload.get("actions", []):
-            to = ctx.name if a["to"] == "agent" else a["to"]  # (its own timers)
+            to = ctx.name if a["to"] == "agent" else a["to"]  # (its own timers: an older
+            # worker names the agent "agent")
             ctx.send(to, a["kind"], a["payload"], delay=a.get("delay", 0.0))
             if a["kind"] == "finish":
                 self.pool.release(w.worker_id)
@@ -340,9 +354,17 @@ class _Collector:
     start: datetime
     actors: dict[str, str]
     person: str
+    name: str = "agent"
+    """The agent's actor name in the runner's kernel."""
     now: float = 0.0
     actions: list[dict[str, Any]] = field(default_factory=list)
     records: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    recorded: deque[dict[str, Any]] = field(default_factory=deque)
+    """The recorded answers the runner sent with this request (a resumed or replayed
+    simulation), served in order to the same requests."""
+    calls: int = 0
+    served: int = 0
+    differs: int | None = None
 
     @property
     def clock_now(self) -> float:
@@ -361,15 +383,34 @@ class _Collector:
 
     async def model_call(self, actor: str, endpoint: ModelEndpoint, request: dict[str, Any],
                          boundary: Any) -> tuple[Any, float]:
+        """The recorded answer where the runner sent one for this very request (its digest),
+        else the model's; from the first request that differs on, the model's."""
+        i, self.calls = self.calls, self.calls + 1
+        if self.recorded:
+            entry = self.recorded.popleft()
+            if entry.get("digest") == request_digest(request):
+                from openai.types.chat import ChatCompletion
+
+                self.served += 1
+                return (ChatCompletion.model_validate(entry["response"]),
+                        float(entry.get("latency_s") or 0.0))
+            self.differs, self.recorded = i, deque()
         return await endpoint.complete(request, boundary)
+
+    def recorded_ahead(self, actor: str) -> list[dict[str, Any]]:
+        return []  # (a worker's agent makes its own calls)
+
+    def answered_elsewhere(self, actor: str, calls: int, served: int, differs: int | None,
+                           where: str) -> None:
+        pass
 
     def actor_for(self, person: str) -> str | None:
         if person == self.person:
-            return "agent"
+            return self.name
         return self.actors.get(person)
 
     def person_for(self, actor: str) -> str | None:
-        return self.person if actor == "agent" else actor
+        return self.person if actor == self.name else actor
 
 
 class Worker:
@@ -484,15 +525,19 @@ class Worker:
             return "agent.error", {"error": f"episode {key} was not claimed by this worker"}
         if setup is not None:
             self.claimed.pop(key, None)
+            name = str(setup.get("name") or "agent")
             col = _Collector(datetime.fromisoformat(setup["start"]), setup["actors"],
-                             setup["person"])
-            ctx = ActorContext(col, "agent", setup["person"], int(setup["seed"]))
+                             setup["person"], name)
+            ctx = ActorContext(col, name, setup["person"], int(setup["seed"]))
             self.episodes[key] = (self.make_agent(setup), ctx, col)
         if key not in self.episodes:
             return "agent.error", {"error": f"unknown episode {key} (worker restarted?)"}
         agent, ctx, col = self.episodes[key]
         col.now = env.sim_time
         col.actions, col.records = [], []
+        col.recorded = deque(req.payload.get("answers") or ())
+        col.calls, col.served, col.differs = 0, 0, None
+        ctx.tool_calls = int(req.payload.get("tool_calls", ctx.tool_calls))
         try:
             await agent.handle(env, ctx)
         except EpisodeFailure as exc:
@@ -500,4 +545,8 @@ class Worker:
         if any(a["kind"] == "finish" for a in col.actions):
             self.episodes.pop(key, None)
         self.handled += 1
-        return "agent.actions", {"actions": col.actions, "records": col.records}
+        out: dict[str, Any] = {"actions": col.actions, "records": col.records,
+                               "tool_calls": ctx.tool_calls}
+        if req.payload.get("answers"):
+            out.update(served=col.served, differs=col.differs)
+        return "agent.actions", out

@@ -36,6 +36,11 @@ REPLAY_ONLY = "http://replay-only.invalid/v1"
 contacted (a call the recording does not hold stops the run first)."""
 
 
+AHEAD = 16
+"""How many of an agent's next recorded calls go with each envelope to its remote worker (one
+envelope costs an agent one call, and a few more where it corrects malformed output)."""
+
+
 class ReplayDiffers(SimulationError):
     """A simulation that cannot be served its recorded answers: a call whose request differs
     from the recorded one, or that the recording does not hold. ``resumable``: the run's own
@@ -161,6 +166,52 @@ class RecordedAnswers:
         self.served += 1
         return _response(call), float(call.payload.get("latency_s") or 0.0)
 
+    def ahead(self, actor: str, n: int, most: int = AHEAD) -> list[dict[str, Any]]:
+        """``actor``'s recorded calls from its ``n``-th on (at most ``most``), as a remote
+        worker serves them: each the request's digest, the answer (a chat completion's JSON)
+        and its latency."""
+        if self.diverged is not None:
+            return []
+        return [{"digest": c.payload.get("digest"), "response": _response_body(c),
+                 "latency_s": float(c.payload.get("latency_s") or 0.0)}
+                for c in self.calls.get(actor, [])[n: n + most]]
+
+    def elsewhere(self, actor: str, n: int, calls: int, served: int, differs: int | None,
+                  where: str) -> None:
+        """``calls`` of ``actor``'s from its ``n``-th made on a remote worker (``where``), the
+        first ``served`` answered from :meth:`ahead`; ``differs``: the index among them of
+        the call whose request was not the recorded one. Reported as :meth:`answer` reports
+        a call made here (its request is on the worker: the report says which call)."""
+        self.asked += calls
+        self.served += served
+        if self.diverged is not None or served == calls:
+            return
+        mine = self.calls.get(actor, [])
+        k = n + (differs if differs is not None else served)
+        if k >= len(mine):
+            if self.missing == "error":
+                raise ReplayDiffers(
+                    f"{self.label}: {_who(actor)}'s model call {k + 1} (on {where}) is not in "
+                    f"{self.source} (it recorded {len(mine)} for {_who(actor)}): the "
+                    "simulation went further than the recorded one (add --replay-live to go "
+                    "on with the model)")
+            return
+        if differs is None:
+            return  # (an older worker, given no answers to serve: it asked the model)
+        call = mine[k]
+        when = (self.start + timedelta(seconds=call.sim_time)).strftime("%a %d %b %H:%M")
+        source = "the run's own log" if call.own else self.source
+        report = (f"{self.label}: {_who(actor)}'s model call {k + 1} ({when}, event {call.seq} "
+                  f"of {source}), made on {where}, asks something else than it did")
+        if call.own:
+            raise ReplayDiffers(report.replace(f"{self.label}: ", "resume: ", 1)
+                                + " (a resume re-runs the simulation from its start: the "
+                                "same file, tools and prompts)", resumable=True)
+        if self.mismatch == "live":
+            self.diverged = report
+            return
+        raise ReplayDiffers(report)
+
     # reporting -----------------------------------------------------------------------------
     def difference(self, actor: str, n: int, request: dict[str, Any]) -> str:
         """Which call differs from the recorded one, and how (the first differing message,
@@ -233,13 +284,18 @@ def _contrast(a: str, b: str, most: int = 120) -> tuple[str, str]:
 
 
 def _response(call: _Call) -> Any:
-    """The recorded answer as the client returned it (a chat completion): an agent's call
-    holds the whole response; a summary or a person's reply, its text and usage."""
+    """The recorded answer as the client returned it (a chat completion)."""
     from openai.types.chat import ChatCompletion
 
+    return ChatCompletion.model_validate(_response_body(call))
+
+
+def _response_body(call: _Call) -> dict[str, Any]:
+    """The recorded answer as a chat completion's JSON: an agent's call holds the whole
+    response; a summary or a person's reply, its text and usage."""
     p = call.payload
     if "response" in p:
-        return ChatCompletion.model_validate(p["response"])
+        return dict(p["response"])
     text = p.get("summary") if call.kind == "agent.summary_call" else p.get("reply")
     body: dict[str, Any] = {
         "id": "recorded", "object": "chat.completion", "created": 0,
@@ -248,4 +304,4 @@ def _response(call: _Call) -> Any:
                      "message": {"role": "assistant", "content": text or ""}}]}
     if p.get("usage"):
         body["usage"] = p["usage"]
-    return ChatCompletion.model_validate(body)
+    return body

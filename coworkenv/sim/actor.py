@@ -47,6 +47,11 @@ class Kernel(Protocol):
     async def model_call(self, actor: str, endpoint: ModelEndpoint, request: dict[str, Any],
                          boundary: Any) -> tuple[Any, float]: ...
 
+    def recorded_ahead(self, actor: str) -> list[dict[str, Any]]: ...
+
+    def answered_elsewhere(self, actor: str, calls: int, served: int, differs: int | None,
+                           where: str) -> None: ...
+
 
 class ActorContext:
     """An actor's handle on its episode."""
@@ -60,7 +65,9 @@ class ActorContext:
         # episodes never draw): from ``seed``, or from a forked context's copied state
         self._rng: random.Random | None = None
         self._rng_state: Any = None
-        self._calls = 0
+        self.tool_calls = 0
+        """Tool calls made so far, which the next call's id counts on from (an agent that a
+        remote worker runs is handed the count with each envelope, and hands it back)."""
 
     @property
     def rng(self) -> random.Random:
@@ -81,7 +88,7 @@ class ActorContext:
         new = ActorContext.__new__(ActorContext)
         new._kernel, new.name, new.person, new.seed = kernel, self.name, self.person, self.seed
         new._rng, new._rng_state = None, rng_state
-        new._calls = self._calls
+        new.tool_calls = self.tool_calls
         return new
 
     @property
@@ -121,8 +128,8 @@ class ActorContext:
         """Ask the tool service to run a tool; the result comes back as a ``tool_result``
         carrying the same ``call_id`` (a model's own tool-call id, or a generated one).
         ``extra``: more of the envelope's payload (``re``: the request it is for)."""
-        self._calls += 1
-        call_id = call_id or f"{self.name}-{self._calls}"
+        self.tool_calls += 1
+        call_id = call_id or f"{self.name}-{self.tool_calls}"
         payload: dict[str, Any] = {"call_id": call_id, "tool": tool, "arguments": arguments,
                                    **extra}
         if as_person is not None:
@@ -147,6 +154,21 @@ class ActorContext:
         endpoint. A call's record should carry ``digest`` (:func:`~coworkenv.agents.chat.
         request_digest` of ``request``) so that it can be served again."""
         return await self._kernel.model_call(self.name, endpoint, request, boundary)
+
+    def recorded_answers(self) -> list[dict[str, Any]]:
+        """For an agent whose model calls are made elsewhere (a remote worker): the recorded
+        answers the kernel would serve its next calls (a resumed or replayed simulation),
+        each ``{"digest", "response", "latency_s"}``, for that side to serve them; [] where
+        none are recorded."""
+        return self._kernel.recorded_ahead(self.name)
+
+    def answered_elsewhere(self, calls: int, served: int, differs: int | None,
+                           where: str) -> None:
+        """What became of :meth:`recorded_answers` elsewhere, told before the calls' records:
+        ``calls`` made, the first ``served`` of them from the recording; ``differs``: the
+        index of the call whose request was not the recorded one (it asked the model), if
+        any; ``where``: who made them (named in a report)."""
+        self._kernel.answered_elsewhere(self.name, calls, served, differs, where)
 
     def finish(self, summary: str = "", **extra: Any) -> None:
         """The agent says it is done (ends the episode)."""

@@ -9,7 +9,6 @@ the transport's timing: the same task, seed and scripted actors give the same ev
 from __future__ import annotations
 
 import copy
-import hashlib
 import os
 import secrets
 import threading
@@ -22,7 +21,7 @@ from typing import Any
 import anyio
 
 from ..bus import Bus, Envelope, Subscription
-from ..store import EventRecord, EventStore, hash_line
+from ..store import EventRecord, EventsHasher, EventStore
 from ..store._records import encode_payload
 from ..workspace import WorkspaceState, apply_event
 from .actor import Actor, ActorContext, ModelEndpoint
@@ -144,7 +143,7 @@ class EpisodeKernel:
         # instead of 450); :attr:`events` decodes them, as a replay of the store would.
         self._log = EventLog()
         self._unsaved: list[tuple[Any, ...]] = []  # rows for the store, not yet queued
-        self._hash = hashlib.sha256()
+        self._hash = EventsHasher()
         self.turns = 0
         self._stop: str | None = None
         self._failure: tuple[Boundary, str] | None = None
@@ -267,6 +266,14 @@ class EpisodeKernel:
         one)."""
         return await endpoint.complete(request, boundary)
 
+    def recorded_ahead(self, actor: str) -> list[dict[str, Any]]:
+        """An episode serves no recorded answers (a simulation may)."""
+        return []
+
+    def answered_elsewhere(self, actor: str, calls: int, served: int, differs: int | None,
+                           where: str) -> None:
+        """Nothing to account for: an episode serves no recorded answers."""
+
     # recording ----------------------------------------------------------------------------
     @property
     def events(self) -> list[EventRecord]:
@@ -279,7 +286,7 @@ class EpisodeKernel:
         if text is None:
             text = encode_payload(payload)
         seq, now, wall = len(self._log), round(self.clock.now, 6), time.time()
-        self._hash.update(hash_line(seq, now, actor, kind, text))
+        self._hash.update(seq, now, actor, kind, text)
         row = (self.spec.episode_id, seq, now, wall, actor, kind, text)
         self._log.append(row)  # (the one tuple serves the log and the store)
         self._unsaved.append(row)

@@ -4,7 +4,15 @@ from ._lease import RunLease
 from ._merge import MergeStats, merge_connection, merge_stores, shard_files, writable_store
 from ._prune import delete_runs
 from ._reader import MAX_SHARDS, Reader
-from ._records import MEASURED, EpisodeRecord, EventRecord, events_hash, hash_line
+from ._records import (
+    MEASURED,
+    UNHASHED,
+    EpisodeRecord,
+    EventRecord,
+    EventsHasher,
+    events_hash,
+    hash_line,
+)
 from ._schema import SCHEMA_VERSION, migrate
 from ._writer import EventStore, WriterSettings, WriterStatistics
 from .errors import (
@@ -21,9 +29,11 @@ __all__ = [
     "MAX_SHARDS",
     "MEASURED",
     "SCHEMA_VERSION",
+    "UNHASHED",
     "EpisodeRecord",
     "EventRecord",
     "EventStore",
+    "EventsHasher",
     "LeaseHeldError",
     "LeaseLostError",
     "MergeConflictError",

@@ -21,7 +21,6 @@ shard leaves the target as it was.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sqlite3
 import time
@@ -31,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._records import hash_line
+from ._records import EventsHasher
 from ._schema import PRAGMAS, SCHEMA_VERSION, migrate
 from .errors import MergeConflictError, NotFoundError, SchemaError
 
@@ -350,23 +349,23 @@ def _plan_episodes(src: sqlite3.Connection, dst: sqlite3.Connection, where: str,
 
 
 def _copy_events(src: sqlite3.Connection, dst: sqlite3.Connection, eid: str) -> tuple[int, str]:
-    h = hashlib.sha256()
+    h = EventsHasher()
     n = 0
     cur = src.execute(f"SELECT {_EVENT_COLS} FROM events WHERE episode_id=? ORDER BY seq",
                       (eid,))
     while rows := cur.fetchmany(4096):
         for r in rows:
-            h.update(hash_line(r[1], r[2], r[4], r[5], r[6]))
+            h.update(r[1], r[2], r[4], r[5], r[6])
         dst.executemany(f"INSERT INTO events ({_EVENT_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
         n += len(rows)
     return n, h.hexdigest()
 
 
 def _hash_of(conn: sqlite3.Connection, eid: str) -> tuple[int, str]:
-    h = hashlib.sha256()
+    h = EventsHasher()
     n = 0
     for r in conn.execute("SELECT seq, sim_time, actor, kind, payload FROM events "
                           "WHERE episode_id=? ORDER BY seq", (eid,)):
-        h.update(hash_line(*r))
+        h.update(*r)
         n += 1
     return n, h.hexdigest()

@@ -63,6 +63,12 @@ def _has_nonfinite(value: Any) -> bool:
 MEASURED = frozenset({"agent.model_call", "agent.summary_call", "persona.model_call"})
 """Events that carry a measured wall-clock duration (a model call's ``latency_s``)."""
 
+UNHASHED = frozenset({"agent.worker"})
+"""Events kept in a log but not in its hash: which remote worker held an arrival is a fact of
+the machines, like a wall clock (a resumed run's arrivals may go to other workers, and a run
+whose agents ran in process has none). The hash numbers the events it holds on from the
+first, so a log with these hashes as the same log without them."""
+
 
 def hash_line(seq: int, sim_time: float, actor: str, kind: str, text: str) -> bytes:
     """One event's line of an episode's events hash, wall-clock stamps excluded: an event's
@@ -77,12 +83,37 @@ def hash_line(seq: int, sim_time: float, actor: str, kind: str, text: str) -> by
     return f"{seq}|{sim_time:.6f}|{actor}|{kind}|{text}\n".encode()
 
 
+class EventsHasher:
+    """An episode's events hash, fed one event at a time (:func:`hash_line`; the
+    :data:`UNHASHED` left out, the events after them numbered as if they were not there)."""
+
+    __slots__ = ("_h", "_left_out")
+
+    def __init__(self) -> None:
+        self._h = hashlib.sha256()
+        self._left_out = 0
+
+    def update(self, seq: int, sim_time: float, actor: str, kind: str, text: str) -> None:
+        if kind in UNHASHED:
+            self._left_out += 1
+            return
+        self._h.update(hash_line(seq - self._left_out, sim_time, actor, kind, text))
+
+    def hexdigest(self) -> str:
+        return self._h.hexdigest()
+
+    def copy(self) -> EventsHasher:
+        new = EventsHasher()
+        new._h, new._left_out = self._h.copy(), self._left_out
+        return new
+
+
 def events_hash(events: Iterable[EventRecord]) -> str:
     """Hash of an event sequence, wall-clock stamps excluded: equal for the same episode
     wherever it was recorded (a shard, its merge, a replay)."""
-    h = hashlib.sha256()
+    h = EventsHasher()
     for e in events:
-        h.update(hash_line(e.seq, e.sim_time, e.actor, e.kind, e.payload_text()))
+        h.update(e.seq, e.sim_time, e.actor, e.kind, e.payload_text())
     return h.hexdigest()
 
 

@@ -28,7 +28,6 @@ hash for hash and not written again) ends with the same grades and hashes.
 
 from __future__ import annotations
 
-import hashlib
 import zlib
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -40,7 +39,7 @@ import anyio
 import anyio.lowlevel
 
 from ...bus import Bus
-from ...store import MEASURED, EventStore
+from ...store import MEASURED, EventsHasher, EventStore
 from ...workspace import REGISTRY, WorkspaceSeed, WorkspaceState, apply_event
 from ...workspace.models import Person, ws_event
 from ..actor import Actor, ActorContext, ModelEndpoint
@@ -118,7 +117,7 @@ class SimulationKernel(Seats, Grading, EpisodeKernel):
         self.horizon = self.cal.after_working(self.cal.end_s, drain_hours * 3600)
         self._log = EventLog()
         self._unsaved: list[tuple[Any, ...]] = []
-        self._hash = hashlib.sha256()
+        self._hash = EventsHasher()
         self.turns = 0
         self._stop: str | None = None
         self._failure: tuple[Any, str] | None = None
@@ -372,6 +371,25 @@ class SimulationKernel(Seats, Grading, EpisodeKernel):
                 return got
         self.live_model_calls += 1
         return await endpoint.complete(request, boundary)
+
+    def recorded_ahead(self, actor: str) -> list[dict[str, Any]]:
+        """The recorded answers of ``actor``'s next calls, for its remote worker to serve."""
+        if self.answers is None:
+            return []
+        return self.answers.ahead(actor, self._model_calls.get(actor, 0))
+
+    def answered_elsewhere(self, actor: str, calls: int, served: int, differs: int | None,
+                           where: str) -> None:
+        """Calls made by ``actor``'s remote worker, ``served`` of them from the recording."""
+        self.live_model_calls += calls - served
+        if self.answers is None:
+            return
+        try:
+            self.answers.elsewhere(actor, self._model_calls.get(actor, 0), calls, served,
+                                   differs, where)
+        except SimulationError as exc:
+            self._halt = exc  # (the whole run stops, as for a call made here)
+            raise
 
     def _count_model_call(self, actor: str, kind: str, payload: dict[str, Any]) -> None:
         """Each agent's (and the people's) model use: calls, tokens, the largest prompt."""

@@ -89,6 +89,15 @@ class Answers(Protocol):
         """``actor``'s ``n``-th model call's recorded (response, seconds); None: ask the
         model."""
 
+    def ahead(self, actor: str, n: int) -> list[dict[str, Any]]:
+        """The recorded answers of ``actor``'s calls from its ``n``-th on, for a remote
+        worker that makes them to serve."""
+
+    def elsewhere(self, actor: str, n: int, calls: int, served: int, differs: int | None,
+                  where: str) -> None:
+        """Account for ``calls`` of ``actor``'s from its ``n``-th, made by a remote worker,
+        the first ``served`` from :meth:`ahead`; ``differs``: which asked something else."""
+
 
 @dataclass
 class Resume:
