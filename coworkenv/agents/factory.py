@@ -40,8 +40,10 @@ def endpoint(model: str, base_url: str | None, api_key_env: str | None,
 def agent_factory(spec: str, *, base_url: str | None = None, api_key_env: str | None = None,
                   slips: float = 0.0, **endpoint_options: object) -> AgentFactory:
     """Build agents from an ``--agent`` value. Model-backed agents of one run share one
-    :class:`Endpoint` (and so one concurrency limit); ``slips``: the oracle's rate of wrong
-    person arguments it recovers from (:attr:`OracleAgent.slips`)."""
+    :class:`Endpoint`, and every endpoint of one server in one event loop (seats, personas,
+    simulations side by side) one bound on calls in flight
+    (:class:`~coworkenv.agents.openai_agent.ServerPool`); ``slips``: the oracle's rate of
+    wrong person arguments it recovers from (:attr:`OracleAgent.slips`)."""
     s = parse_agent(spec)
     if s.kind == "oracle":
         if slips:

@@ -13,8 +13,10 @@ package as a test double, like the memory bus.
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
+import sys
 import threading
 import time
 from collections import deque
@@ -50,19 +52,20 @@ class ScriptedOpenAIServer:
     def __init__(self, script: list[Reply] | None = None, *, default: Reply | None = None,
                  max_concurrency_seen: bool = True,
                  responder: Callable[[dict[str, Any]], Reply] | None = None,
-                 count_tokens: bool = False, keep: int | None = None) -> None:
+                 count_tokens: bool = False, keep: int | None = None,
+                 latency_s: float = 0.0, port: int = 0) -> None:
         self.script: deque[Reply] = deque(script or [])
         self.default = default or tool("finish", summary="done")
         self.responder = responder
         self.count_tokens = count_tokens
         self.requests: list[dict[str, Any]] = []
         self.keep = keep
+        self.latency_s = latency_s
         self.served = 0
         self.active = 0
         self.max_active = 0
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
+        self._server = _Server(("127.0.0.1", port), self._handler())
         self._thread: threading.Thread | None = None
 
     @property
@@ -82,7 +85,8 @@ class ScriptedOpenAIServer:
         with self._lock:
             self.requests.append(request)
             if self.keep is not None and len(self.requests) >= 2 * self.keep:
-                del self.requests[:-self.keep]  # (the newest ``keep``; trimmed in halves)
+                # (the newest ``keep``; trimmed in halves)
+                del self.requests[:len(self.requests) - self.keep]
             self.served += 1
             self.active += 1
             self.max_active = max(self.max_active, self.active)
@@ -96,19 +100,44 @@ class ScriptedOpenAIServer:
                              status=500)
         return self.default
 
+    def stats(self, reset: bool = False) -> dict[str, int]:
+        """Requests served, held now, and at most at once (since the last reset)."""
+        with self._lock:
+            out = {"served": self.served, "active": self.active, "max_active": self.max_active}
+            if reset:
+                self.max_active = self.active
+        return out
+
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # (keep-alive: one connection, many requests)
+            disable_nagle_algorithm = True  # (its headers and body are two writes: with
+            # Nagle's algorithm the body waits for the client's delayed ACK, 40 ms a call)
+
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
+            def do_GET(self) -> None:
+                if self.path.split("?")[0] != "/_scripted/stats":
+                    self.send_error(404)
+                    return
+                data = json.dumps(outer.stats(reset="reset" in self.path)).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
             def do_POST(self) -> None:
+                arrived = time.perf_counter()
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 reply = outer._next(body)
                 try:
-                    if reply.stall_s:
-                        time.sleep(reply.stall_s)
+                    wait = outer.latency_s - (time.perf_counter() - arrived) + reply.stall_s
+                    if wait > 0:
+                        time.sleep(wait)
                     if reply.raw is not None:
                         data = reply.raw
                         self.send_response(200)
@@ -143,6 +172,27 @@ class ScriptedOpenAIServer:
         return Handler
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 1024
+    """(Connections waiting to be accepted: socketserver's 5 drops a burst of hundreds.)"""
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Serve one answer (``finish``, call id ``call_0``) to every request until stdin closes
+    or the process is stopped; prints the base URL once listening."""
+    ap = argparse.ArgumentParser(description=main.__doc__)
+    ap.add_argument("--latency", type=float, default=0.0, help="seconds before each answer")
+    ap.add_argument("--port", type=int, default=0, help="0: any free port")
+    a = ap.parse_args(argv)
+    finish = Reply(tool_calls=[("finish", '{"summary": "done"}')], finish_reason="tool_calls",
+                   call_id="call_0")  # (a fixed id: no digest of each request to make)
+    with ScriptedOpenAIServer(default=finish, latency_s=a.latency, port=a.port,
+                              keep=0) as srv:
+        print(srv.base_url, flush=True)
+        sys.stdin.read()
+
+
 CREATED = 1767225600
 """The ``created`` stamp of every completion (2026-01-01): a scripted server's answers are a
 function of the request alone, so a run against it can be repeated exactly."""
@@ -153,7 +203,8 @@ def _completion(request: dict[str, Any], r: Reply, count: bool = False) -> dict[
     if r.tool_calls:
         # call ids from the request's digest: unique within a conversation (each request of
         # it is longer than the last), the same for the same request
-        tag = hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()[:9]
+        tag = hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()[:9] \
+            if r.call_id is None and any(len(call) < 3 for call in r.tool_calls) else ""
         message["tool_calls"] = [
             {"id": call[2] if len(call) > 2 else r.call_id if r.call_id is not None else
              f"call_{i}_{tag}", "type": "function",
@@ -197,3 +248,7 @@ def _chunks(request: dict[str, Any], r: Reply) -> list[dict[str, Any]]:
     if (request.get("stream_options") or {}).get("include_usage"):
         out.append({**chunk({}), "choices": [], "usage": whole["usage"]})
     return out
+
+
+if __name__ == "__main__":
+    main()

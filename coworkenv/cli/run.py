@@ -380,8 +380,9 @@ def run(
     cast_base_url: Annotated[str | None, typer.Option(help="Endpoint of the personas "
                                                       "(default: --base-url)")] = None,
     model_timeout: Annotated[float, typer.Option(help="Seconds per model call")] = 120.0,
-    model_concurrency: Annotated[int, typer.Option(min=1, help="Model calls at once per "
-                                                   "endpoint")] = 4,
+    model_concurrency: Annotated[int, typer.Option(min=1, help="Model calls in flight at "
+                                                   "most, per model server and process "
+                                                   "(agents and personas together)")] = 4,
     max_tokens: Annotated[int, typer.Option(min=16, help="Completion tokens per model call")]
     = 512,
     tools: Annotated[str | None, typer.Option(help="Tools offered to the agent, comma-separated "
@@ -479,7 +480,8 @@ def worker(
     = None,
     capacity: Annotated[int, typer.Option(min=1, help="Decisions at once")] = 64,
     worker_id: Annotated[str | None, typer.Option(help="Id (default: a new one)")] = None,
-    model_concurrency: Annotated[int, typer.Option(min=1, help="Model calls at once")] = 4,
+    model_concurrency: Annotated[int, typer.Option(min=1, help="Model calls in flight at "
+                                                   "most, per model server")] = 4,
     group: Annotated[str, typer.Option(help="Serve only agents of policy remote:GROUP (a "
                                        "simulation's agents, each by workers of its own)")]
     = "",
