@@ -1,5 +1,6 @@
 """Many simulations at once: one simulation file drawn with several seeds, over several OS
-processes (``coworkenv simulate FILE --seeds N --processes P``).
+processes (``coworkenv simulate FILE --seeds N --processes P``) or the nodes of a Ray cluster
+(``--ray ADDRESS``).
 
 Each seed is a run of its own (``RUN-s<seed>``: the workload drawn anew, the same company and
 roster), recorded in a shard file of its own beside the store (``DB.seeds/RUN-s<seed>.db``:
@@ -7,6 +8,14 @@ one writer per file), and the shards are merged into the store once every run ha
 Each process runs its share of the seeds in one event loop, ``concurrency`` at a time (for
 model-backed agents, their calls in flight together). A batch that is interrupted goes on with
 ``resume``: finished runs are left as they are, the others resumed from their shards.
+
+On Ray, each task of one CPU runs ``concurrency`` of the simulations in one event loop on
+whichever node Ray places it, each in a shard on that node's local disk (a resumed run's
+shard is sent with it), and sends the shards back as SQLite images: they are written beside
+the store as a process's would be, and merged the same way. The simulation file (and what
+it names: the company, the templates) must be readable at the same path on every node (a
+shared checkout or file system), as the package must be installed there. A task whose node
+dies is run again by Ray (up to ``MAX_RESTARTS`` times) from what was sent.
 
     from coworkenv.runtime.simbatch import simulate_seeds
     batch = simulate_seeds(SimulationConfig("week.yaml", db="runs/w.db"), seeds=range(7, 23),
@@ -67,13 +76,14 @@ def shard_folder(db: str | Path) -> Path:
 
 
 def simulate_seeds(config: SimulationConfig, seeds: Sequence[int], *, processes: int = 1,
-                   concurrency: int = 8,
+                   concurrency: int = 8, ray: str | None = None,
                    on_done: Callable[[SimulationResult], None] | None = None) -> BatchResult:
     """Run ``config``'s simulation once per seed, over ``processes`` OS processes (fork;
-    call it outside an event loop), and merge the runs into ``config.db``. ``config.run_id``
-    names the batch (default: a new one); ``config.resume`` goes on with an interrupted batch
-    of that id. ``on_done`` hears each run as it ends (in this process: one process, or as
-    each process's share comes back)."""
+    call it outside an event loop) or on the Ray cluster at ``ray`` (``auto``: this
+    machine's, else a new local one), and merge the runs into ``config.db``.
+    ``config.run_id`` names the batch (default: a new one); ``config.resume`` goes on with an
+    interrupted batch of that id. ``on_done`` hears each run as it ends (in this process: one
+    process, or as each process's share or Ray task comes back)."""
     from ..sim import new_run_id
     from ..store import Reader
 
@@ -83,6 +93,9 @@ def simulate_seeds(config: SimulationConfig, seeds: Sequence[int], *, processes:
     if processes < 1 or concurrency < 1:
         raise RunConfigError(f"processes and concurrency: at least 1 (got {processes}, "
                              f"{concurrency})")
+    if ray is not None and processes != 1:
+        raise RunConfigError("ray: a batch runs over a Ray cluster or over processes on this "
+                             "machine, not both (leave processes at 1)")
     if config.replay_model is not None or config.script is not None:
         raise RunConfigError("seeds: a batch of seeds runs simulation files, without "
                              "--replay-model or a scenario script")
@@ -126,7 +139,10 @@ def simulate_seeds(config: SimulationConfig, seeds: Sequence[int], *, processes:
             on_done(r)
     t0 = time.perf_counter()
     try:
-        if processes == 1 or len(jobs) <= 1:
+        if ray is not None:
+            if jobs:
+                _on_ray(jobs, ray, concurrency, ended)
+        elif processes == 1 or len(jobs) <= 1:
             _share(jobs, concurrency, ended)
         else:
             _in_processes(jobs, processes, concurrency, ended)
@@ -227,3 +243,89 @@ def _child(jobs: list[SimulationConfig], concurrency: int, queue: Any, parent: i
                    RunConfigError(f"{type(exc).__name__}: {exc}")))
         return
     queue.put(("end", None))
+
+
+MAX_RESTARTS = 3
+"""Times Ray runs a batch's task again when its node or process dies."""
+
+
+def _on_ray(jobs: list[SimulationConfig], address: str, concurrency: int,
+            ended: Callable[[SimulationResult], None]) -> None:
+    """The jobs as Ray tasks of one CPU, ``concurrency`` simulations each; each run's shard
+    comes back as an SQLite image, written where a process would have written it, and the
+    run is told to ``ended`` as its task returns. An interrupt cancels the tasks still out
+    (what came back is kept; the rest resumes)."""
+    from .cluster import connect, ray_module
+
+    rt = ray_module()
+    started = connect(rt, address)
+    try:
+        task = rt.remote(num_cpus=1, max_retries=MAX_RESTARTS)(_ray_share)
+        chunks = [jobs[i: i + concurrency] for i in range(0, len(jobs), concurrency)]
+        where = {}
+        for chunk in chunks:
+            ref = task.remote([(c, _image(Path(c.db)) if c.resume else None) for c in chunk],
+                              concurrency)
+            where[ref] = {c.run_id: Path(c.db) for c in chunk}
+        pending = list(where)
+        try:
+            while pending:
+                done, pending = rt.wait(pending, num_returns=1, timeout=0.5)
+                for ref in done:
+                    for result, image in rt.get(ref):
+                        shard = where[ref][result.run_id]
+                        _write_image(shard, image)
+                        result.db = shard
+                        ended(result)
+        except BaseException:
+            for ref in pending:
+                rt.cancel(ref, force=True)
+            raise
+    finally:
+        if started:
+            rt.shutdown()
+
+
+def _ray_share(items: list[tuple[SimulationConfig, bytes | None]], concurrency: int
+               ) -> list[tuple[SimulationResult, bytes]]:
+    """A Ray task: its simulations in one event loop, each in a shard of its own in a new
+    folder on this node (a resumed run's from the image sent), and the shards as images."""
+    import socket
+    import tempfile
+
+    host = socket.gethostname()
+    for c, _ in items:
+        if not Path(c.file).exists():
+            raise RunConfigError(f"ray: {c.file} is not readable on node {host}: a batch on "
+                                 "Ray reads the simulation file at the same path on every "
+                                 "node (a shared checkout or file system)")
+    with tempfile.TemporaryDirectory(prefix="coworkenv-seeds-") as folder:
+        jobs = []
+        for c, image in items:
+            local = Path(folder) / f"{c.run_id}.db"
+            if image is not None:
+                _write_image(local, image)
+            jobs.append(dataclasses.replace(c, db=local))
+        results = _share(jobs, concurrency)
+        return [(r, _image(Path(r.db))) for r in results]
+
+
+def _image(path: Path) -> bytes:
+    """An SQLite file whole as bytes (its write-ahead log checkpointed into it first)."""
+    import sqlite3
+
+    conn = sqlite3.connect(path)
+    try:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        conn.close()
+    return path.read_bytes()
+
+
+def _write_image(path: Path, image: bytes) -> None:
+    """Bytes of :func:`_image` as the SQLite file at ``path`` (replacing what is there)."""
+    for extra in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        extra.unlink(missing_ok=True)
+    part = path.with_name(path.name + ".part")
+    part.write_bytes(image)
+    part.replace(path)

@@ -154,3 +154,27 @@ def test_ray_options_are_checked_before_anything_runs(tmp_path: Path) -> None:
         RunConfig(tasks=[TASKS], hosts=2)
     with pytest.raises(RunConfigError, match=r"ray: .*use hosts, not processes"):
         RunConfig(tasks=[TASKS], ray="auto", processes=2)
+
+
+def test_a_batch_of_simulations_on_ray_equals_one_in_this_process(cluster: str,
+                                                                   tmp_path: Path) -> None:
+    """`simulate --seeds N --ray`: each Ray task runs its simulations on its node and sends
+    their shards back; the batch ends merged in the store as one run here would, hash for
+    hash."""
+    from coworkenv.runtime.simbatch import simulate_seeds
+    from coworkenv.runtime.simulate import SimulationConfig
+
+    week = ROOT / "examples" / "simulations" / "week.yaml"
+    here = simulate_seeds(SimulationConfig(week, days=1, db=tmp_path / "here.db",
+                                           run_id="b"), range(1, 5))
+    there = simulate_seeds(SimulationConfig(week, days=1, db=tmp_path / "ray.db", run_id="b"),
+                           range(1, 5), ray=cluster, concurrency=2)
+    assert [(r.run_id, r.events_hash, r.state_hash) for r in there.runs] == \
+        [(r.run_id, r.events_hash, r.state_hash) for r in here.runs]
+    assert len({r.events_hash for r in there.runs}) == 4  # (four draws of the workload)
+    with Reader(tmp_path / "ray.db") as r:
+        assert {x["run_id"]: x["status"] for x in r.runs()} == {
+            f"b-s{s}": "finished" for s in range(1, 5)}
+        graded = len(r.scheduled_episodes("b-s1"))
+    assert graded == len(there.runs[0].outcomes) > 40
+    assert not (tmp_path / "ray.db.seeds").exists()  # (the shards merged, then gone)
