@@ -365,3 +365,22 @@ def print_table(title: str, columns: Sequence[Column], rows: Sequence[Sequence[s
     for r in rows:
         table.add_row(*(r[i] for i in shown))
     out.print(table)
+
+
+def parse_price(value: str | None) -> tuple[float, float] | None:
+    """``--price PROMPT[,COMPLETION]``: dollars per million tokens (one figure: both)."""
+    if value is None:
+        return None
+    parts = [p.strip() for p in value.split(",")]
+    try:
+        figures = [float(p) for p in parts]
+    except ValueError:
+        figures = []
+    if len(figures) not in (1, 2) or any(not 0 <= f < 1e6 for f in figures):
+        raise fail(f"--price: expected dollars per million tokens, PROMPT or PROMPT,COMPLETION "
+                   f"(e.g. 0.15,0.60), got {value!r}")
+    return (figures[0], figures[-1])
+
+
+PRICE_HELP = ("Dollars per million prompt and completion tokens (e.g. 0.15,0.60; one figure: "
+              "both): the model use is also given in money")

@@ -13,6 +13,7 @@ from rich.markup import escape
 
 from ._common import (
     DBS_HELP,
+    PRICE_HELP,
     Column,
     app,
     console,
@@ -27,6 +28,7 @@ from ._common import (
     num,
     open_reader,
     overall_line,
+    parse_price,
     print_table,
     unbound,
 )
@@ -355,9 +357,12 @@ def eval_(
         "matched by id or content (repeatable; e.g. benchmark=examples/benchmark)")] = None,
     episode: Annotated[str | None, typer.Option(help="Show one episode's grade and the "
                                                 "evidence each item rests on")] = None,
+    price: Annotated[str | None, typer.Option(
+        help="A simulation's run: " + PRICE_HELP, metavar="PROMPT[,COMPLETION]")] = None,
 ) -> None:
     """Report scores per set of tasks, workflow family and capability (table, JSON, PNG),
-    with 95% bootstrap intervals (tasks resampled with their trials)."""
+    with 95% bootstrap intervals (tasks resampled with their trials); for a simulation's
+    run, its agents' figures, checks and model use (per agent, per arrival, per day)."""
     from ..outputs import atomic_file
     from ..sim.report import chart, summarize, task_sets
     from ..sim.report import compare as compare_runs
@@ -391,7 +396,7 @@ def eval_(
         membership = task_sets(named, reader.task_specs(rid))
         from ..runtime.simulate import simulation_report
 
-        simulation = simulation_report(reader, rid)
+        simulation = simulation_report(reader, rid, parse_price(price))
     if not rows:
         raise fail(f"run {rid!r} has no episodes in {db}")
     trials = min(sum(1 for r in rows if r["task_id"] == t) for t in {r["task_id"] for r in rows})
@@ -409,10 +414,11 @@ def eval_(
     o = summary["overall"]
     console.print(f"overall: {overall_line(o)}", highlight=False)
     if simulation is not None:  # a simulation's run: its agents, response times and checks
-        from .simulate import FIGURE_COLUMNS, _figure_rows
+        from .simulate import FIGURE_COLUMNS, _figure_rows, print_model
 
         print_table(f"{rid}: simulation {simulation['simulation']}, by agent",
                     [Column("agent"), *FIGURE_COLUMNS], _figure_rows(simulation["by_agent"]))
+        print_model(simulation.get("model") or {}, f"{rid}: model use")
         for c in simulation["checks"]:
             mark = "[green]pass[/green]" if c["passed"] else "[red]FAIL[/red]"
             console.print(f"simulation check {c['id']}: {mark} ({c['detail']})")

@@ -11,7 +11,19 @@ from typing import Annotated, Any
 
 import typer
 
-from ._common import BUS_HELP, DB_HELP, Column, app, console, err, fail, print_table, writable_db
+from ._common import (
+    BUS_HELP,
+    DB_HELP,
+    PRICE_HELP,
+    Column,
+    app,
+    console,
+    err,
+    fail,
+    parse_price,
+    print_table,
+    writable_db,
+)
 
 SIM_EXIT = ("Exit codes: 0 the simulation ran to its end (agents that score 0 are not an "
             "error); 1 the simulation itself failed (a scenario script's error); 2 usage (a "
@@ -75,6 +87,10 @@ def simulate(
                                             "may have")] = 512,
     model_timeout: Annotated[float, typer.Option(help="Seconds one model call may take before "
                                                  "it is retried")] = 120.0,
+    model_concurrency: Annotated[int, typer.Option(
+        min=1, help="Model calls in flight at most, per model server, in each process: every "
+        "agent, model-played person and (with --seeds) simulation of the process shares "
+        "it")] = 4,
     max_arg_chars: Annotated[int | None, typer.Option(
         help="Declare the agents' string arguments at most this long (maxLength in their "
              "function schemas): a server that constrains tool calls by their schema "
@@ -97,13 +113,21 @@ def simulate(
         help="With --seeds: OS processes to run the simulations over (each its share in "
              "one event loop)")] = 1,
     concurrency: Annotated[int, typer.Option(
-        help="With --seeds: simulations at once in each process (model-backed agents: "
-             "their calls in flight together)")] = 8,
+        help="With --seeds: simulations at once in each process or Ray task (model-backed "
+             "agents: their calls in flight together)")] = 8,
+    ray: Annotated[str | None, typer.Option(
+        help="With --seeds: run the simulations on a Ray cluster, auto (this machine's, else "
+             "a new local one) or the head's address; each task of one CPU runs "
+             "--concurrency of them in a shard on its node, sent back and merged in --db; "
+             "the file must be at the same path on every node (needs `pip install "
+             "'coworkenv[ray]'`)")] = None,
     check: Annotated[bool, typer.Option(
         "--check", help="Check the file as the run would (its language, templates, company, "
         "times, people, bounds, the policies given) and say what it holds, without running "
         "it or writing anything; exit 1 if it is refused (as coworkenv validate)")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON")] = False,
+    price: Annotated[str | None, typer.Option(
+        help=PRICE_HELP, metavar="PROMPT[,COMPLETION]")] = None,
     mutate: Annotated[bool, typer.Option(
         "--mutate", help="Instead of one run: the mutation check of the simulation's "
         "hand-offs (the oracle as written, then a hand-off to the wrong agent, forwarding "
@@ -138,18 +162,23 @@ def simulate(
             raise typer.Exit(1)
         return
     writable_db(db)
+    cost = parse_price(price)
     if memory not in (None, "persistent", "per_arrival"):
         raise fail(f"--memory: expected persistent or per_arrival, got {memory!r}")
     config = SimulationConfig(file, agent=agent, agents=_policies(agents), db=db, bus=bus,
                               run_id=run_id, resume=resume, base_url=base_url,
                               api_key_env=api_key_env, memory=memory, links_only=links_only,
                               days=days, max_tokens=max_tokens, model_timeout=model_timeout,
+                              model_concurrency=model_concurrency,
                               max_arg_chars=max_arg_chars, replay_model=replay_model,
                               replay_db=replay_db, replay_live=replay_live, cast=cast,
                               cast_model=cast_model, cast_base_url=cast_base_url)
     if seeds is not None:
-        _batch(config, seeds, processes, concurrency, as_json)
+        _batch(config, seeds, processes, concurrency, as_json, ray)
         return
+    if ray is not None:
+        raise fail("--ray: runs several simulations (with --seeds N); one simulation runs in "
+                   "one event loop")
     if processes != 1:
         raise fail("--processes: runs several simulations (with --seeds N); one simulation "
                    "runs in one event loop")
@@ -186,7 +215,7 @@ def simulate(
     except CoworkenvError as exc:
         msg = str(exc)
         raise fail(msg, 1 if msg.startswith("scenario script") else 2) from None
-    summary = summary_of(result, loaded)
+    summary = summary_of(result, loaded, cost)
     if as_json:
         sys.stdout.write(json.dumps(summary, indent=2) + "\n")
         return
@@ -198,7 +227,8 @@ def simulate(
                   f"{viewer_url(run=result.run_id)}", highlight=False)
 
 
-def _batch(config: Any, seeds: int, processes: int, concurrency: int, as_json: bool) -> None:
+def _batch(config: Any, seeds: int, processes: int, concurrency: int, as_json: bool,
+           ray: str | None = None) -> None:
     """``--seeds N``: the simulation N times over ``processes``; a table of the runs and the
     batch's rates."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -221,12 +251,12 @@ def _batch(config: Any, seeds: int, processes: int, concurrency: int, as_json: b
     try:
         with progress:
             batch = simulate_seeds(config, range(first, first + seeds), processes=processes,
-                                   concurrency=concurrency,
+                                   concurrency=concurrency, ray=ray,
                                    on_done=lambda _: progress.advance(bar))
     except (TaskFileError, CoworkenvError) as exc:
         raise fail(str(exc)) from None
     out = {"batch": batch.run_id, "simulations": len(batch.runs),
-           "finished_earlier": batch.earlier, "processes": processes,
+           "finished_earlier": batch.earlier, "processes": processes, "ray": ray,
            "arrivals": batch.arrivals, "pass_rate": round(batch.pass_rate, 4),
            "wall_seconds": round(batch.wall_seconds, 3),
            "simulations_per_s": round(batch.simulations_per_s, 3),
@@ -243,8 +273,9 @@ def _batch(config: Any, seeds: int, processes: int, concurrency: int, as_json: b
                   " ".join(f"{c.id} {'pass' if c.passed else 'FAIL'}" for c in r.checks),
                   r.events_hash[:16]] for r in batch.runs])
     console.print(f"{len(batch.runs)} simulations, {batch.arrivals} arrivals, pass rate "
-                  f"{batch.pass_rate:.3f}, in {batch.wall_seconds:.2f} s over {processes} "
-                  f"process(es): {batch.simulations_per_s:.2f} simulations/s, "
+                  f"{batch.pass_rate:.3f}, in {batch.wall_seconds:.2f} s over "
+                  + (f"Ray ({ray})" if ray else f"{processes} process(es)") +
+                  f": {batch.simulations_per_s:.2f} simulations/s, "
                   f"{batch.arrivals_per_s:.1f} arrivals/s"
                   + (f"; finished before: {', '.join(batch.earlier)}" if batch.earlier
                      else ""), highlight=False)
@@ -295,7 +326,46 @@ def _look(config: Any) -> Any:
         return None
 
 
-def summary_of(result: Any, loaded: Any = None) -> dict[str, Any]:
+def print_model(model: dict[str, Any], title: str = "model use", most_days: int = 14) -> None:
+    """The model use by agent (with what one arrival cost: median and most) and by
+    simulated day (the busiest ``most_days`` where there are more), and the whole."""
+    agents, days, total = model.get("by_agent") or {}, model.get("by_day") or {}, \
+        model.get("total") or {}
+    if not total.get("calls"):
+        return
+    priced = "cost" in total
+
+    def money(f: dict[str, Any]) -> list[str]:
+        return [f"{f.get('cost', 0.0):.4f}"] if priced else []
+    money_col = [Column("cost $", 0, True)] if priced else []
+
+    def arrival(f: dict[str, Any], key: str) -> str:
+        a = f.get("per_arrival")
+        if not a:
+            return "-"
+        fmt = "{:.1f}" if key == "model_s" else "{:,.0f}"
+        return f"{fmt.format(a[key + '_median'])} / {fmt.format(a[key + '_max'])}"
+    print_table(f"{title} by agent", [
+        Column("agent"), Column("calls", 0, True), Column("prompt tok", 0, True),
+        Column("completion tok", 0, True), Column("model s", 0, True), *money_col,
+        Column("calls/arrival med/max", 1, True), Column("tokens/arrival med/max", 1, True),
+        Column("s/arrival med/max", 2, True)],
+        [[name, f"{f['calls']:,}", f"{f['prompt_tokens']:,}", f"{f['completion_tokens']:,}",
+          f"{f['model_s']:.1f}", *money(f), arrival(f, "calls"), arrival(f, "tokens"),
+          arrival(f, "model_s")] for name, f in [*agents.items(), ("all", total)]])
+    shown = dict(sorted(days.items(), key=lambda kv: -kv[1]["tokens"])[:most_days]) \
+        if len(days) > most_days else days
+    print_table(f"{title} by simulated day" + (
+        f" (the {most_days} busiest of {len(days)}; every day in --json)"
+        if len(days) > most_days else ""), [
+        Column("day"), Column("calls", 0, True), Column("tokens", 0, True),
+        Column("model s", 0, True), *money_col],
+        [[day, f"{f['calls']:,}", f"{f['tokens']:,}", f"{f['model_s']:.1f}", *money(f)]
+         for day, f in sorted(shown.items())])
+
+
+def summary_of(result: Any, loaded: Any = None, price: tuple[float, float] | None = None
+               ) -> dict[str, Any]:
     days = result.sim_seconds / 86400
     clock: dict[str, Any] = {}
     if loaded is not None:
@@ -312,7 +382,7 @@ def summary_of(result: Any, loaded: Any = None) -> dict[str, Any]:
         "state_hash": result.state_hash, "simulated_days": round(days, 3),
         "wall_seconds": round(result.wall_seconds, 3),
         "backlog_max": max((n for _, n in result.backlog), default=0),
-        "model_answers": result.model_answers}
+        "model_answers": result.model_answers, "model": result.model(price)}
 
 
 def _figure_rows(groups: dict[str, dict[str, Any]]) -> list[list[str]]:
@@ -330,24 +400,20 @@ FIGURE_COLUMNS = [Column("arrivals", 0, True), Column("passed", 2, True),
 
 
 def print_agents(by_agent: dict[str, dict[str, Any]]) -> None:
-    """Each agent's memory, model use (calls, tokens, the largest prompt) and how its actions
-    were credited to arrivals (persistent agents), where there is any to show."""
+    """Each agent's memory, its largest prompt and how its actions were credited to arrivals
+    (persistent agents), where there is any to show (the model use: :func:`print_model`)."""
     rows = []
     for name, f in by_agent.items():
         if f.get("memory") != "persistent" and "model_calls" not in f:
             continue
         credit = f.get("attribution") or {}
         unsure = sum(n for k, n in credit.items() if "ambiguous" in k or k in ("focus", "none"))
-        rows.append([name, f.get("memory", ""), str(f.get("model_calls", 0)),
-                     str(f.get("tokens", 0)), str(f.get("prompt_max", 0)),
-                     f"{f.get('model_s', 0.0):.1f}",
+        rows.append([name, f.get("memory", ""), str(f.get("prompt_max", 0)),
                      str(sum(credit.values())), str(unsure),
                      ", ".join(f"{k} {n}" for k, n in credit.items()) or "-"])
     if rows:
         print_table("agents", [Column("agent"), Column("memory"),
-                               Column("model calls", 0, True), Column("tokens", 0, True),
                                Column("largest prompt", 0, True),
-                               Column("model s", 0, True),
                                Column("actions credited", 0, True),
                                Column("unsure or uncredited", 0, True), Column("credited by")],
                     rows)
@@ -357,6 +423,7 @@ def print_summary(s: dict[str, Any]) -> None:
     print_table(f"{s['simulation']} ({s['run']}): by agent", [Column("agent"), *FIGURE_COLUMNS],
                 _figure_rows(s["by_agent"]))
     print_agents(s["by_agent"])
+    print_model(s.get("model") or {})
     print_table("by family", [Column("family"), *FIGURE_COLUMNS], _figure_rows(s["by_family"]))
     for c in s["checks"]:
         mark = "[green]pass[/green]" if c["passed"] else "[red]FAIL[/red]"

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from ..sim.errors import RunConfigError
 from .answers import REPLAY_ONLY, RecordedAnswers, ReplayDiffers
 from .scenario import Scenario, Script, load_script
-from .simreport import figures, figures_by, simulation_report
+from .simreport import figures, figures_by, model_figures, simulation_report
 
 if TYPE_CHECKING:
     from ..bus import Bus
@@ -122,6 +122,14 @@ class SimulationResult:
     """Where the model calls' answers came from: ``recorded`` (served from a recording: a
     resume's own prefix, ``replay_model``'s run), ``live`` (asked of the model), ``source``,
     and ``diverged`` (the first call whose request differed, with ``replay_live``)."""
+    model_by_day: dict[str, dict[str, int]] = field(default_factory=dict)
+    model_by_arrival: dict[str, dict[str, int]] = field(default_factory=dict)
+    """Model calls, tokens and their latency (ms) by simulated day (ISO date) and by arrival."""
+
+    def model(self, price: tuple[float, float] | None = None) -> dict[str, Any]:
+        """The model use by agent, by arrival and by simulated day (:func:`model_figures`)."""
+        return model_figures(self.model_use, self.model_by_day, self.model_by_arrival,
+                             {o.key: o.agent for o in self.outcomes}, price)
 
     @property
     def pass_rate(self) -> float:
@@ -438,7 +446,8 @@ async def asimulate(config: SimulationConfig, *, interrupt: Interrupt | None = N
                             events_hash, state_hash, len(kernel._log),
                             kernel.clock.now, time.perf_counter() - t0, kernel.backlog,
                             memory, kernel.model_use, kernel.attribution_counts,
-                            _answer_figures(answers, kernel))
+                            _answer_figures(answers, kernel), kernel.model_by_day,
+                            kernel.model_by_arrival)
 
 
 @dataclass

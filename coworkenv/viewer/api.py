@@ -132,7 +132,9 @@ def simulation(r: Reader, run_id: str) -> dict[str, Any]:
     arrival (who asked, which agent took it, when it arrived, started and ended, its grade),
     the backlog per simulated hour (arrivals waiting or in work), and for persistent agents
     how their actions were credited to arrivals (counts; the ambiguous and uncredited ones
-    listed) and their model use."""
+    listed), and the model use by agent, by arrival and by simulated day."""
+    from ..runtime.simreport import model_figures
+
     sim = r.episode(f"{run_id}:@simulation")  # (a run that is no simulation: a 404)
     start = next((e.payload for e in r.events(sim.episode_id, upto=0)), {})
     grades = {g["episode_id"]: g for g in r.scheduled_episodes(run_id)}
@@ -148,7 +150,8 @@ def simulation(r: Reader, run_id: str) -> dict[str, Any]:
             "handoff_from": o.get("handoff_from"), "arrived": o.get("arrived"),
             "started": o.get("started"), "finished": o.get("finished"),
             "termination": e.termination, "passed": bool(g.get("passed")),
-            "score": g.get("score"), "response_hours": o.get("response_hours")})
+            "score": g.get("score"), "response_hours": o.get("response_hours"),
+            "model": o.get("model")})
     arrivals.sort(key=lambda a: (a["arrived"] or 0.0, a["key"]))
     end = max([a["finished"] or 0.0 for a in arrivals] + [sim.sim_time or 0.0])
     hours = int(end // 3600) + 1
@@ -166,4 +169,8 @@ def simulation(r: Reader, run_id: str) -> dict[str, Any]:
             "sim_time": sim.sim_time, "arrivals": arrivals,
             "backlog": [{"hour": h, "open": n} for h, n in enumerate(backlog)],
             "attribution": sim.outcome.get("attribution", {}), "unsure": unsure,
-            "model_use": sim.outcome.get("model_use", {})}
+            "model_use": sim.outcome.get("model_use", {}),
+            "model": model_figures(sim.outcome.get("model_use") or {},
+                                   sim.outcome.get("model_by_day") or {},
+                                   {a["key"]: a["model"] for a in arrivals if a["model"]},
+                                   {a["key"]: str(a["agent"]) for a in arrivals})}

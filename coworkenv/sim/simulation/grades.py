@@ -168,7 +168,10 @@ class Grading:
                          "handoff_from": self.seat_of_person.get(task.user.person),
                          **({"cause": a.cause} if a.cause else {}),
                          **({"case": task.case} if task.case else {}),
-                         **({"outputs": outputs} if outputs else {})})
+                         **({"outputs": outputs} if outputs else {}),
+                         # (its model calls so far: calls, tokens, latency)
+                         **({"model": dict(self.model_by_arrival[a.key])}
+                            if a.key in self.model_by_arrival else {})})
         for hook in self.on_closed:
             hook(live, outcome)
         # let go of the arrival: its people's parts, its agent, its queue place

@@ -55,6 +55,7 @@ from .grades import Grading
 from .language import SEAT_PREFIX, STRUCTURAL, Join, Outage, Reorg, Route, Seat
 from .loading import Loaded, SimulationLimits
 from .records import (
+    MODEL_SLOT,
     AgentFactory,
     Answers,
     ArrivalOutcome,
@@ -112,7 +113,8 @@ class SimulationKernel(Seats, Grading, EpisodeKernel):
         self.live_model_calls = 0
         self.model_by_day: dict[str, dict[str, int]] = {}
         self.model_by_arrival: dict[str, dict[str, int]] = {}
-        """Model calls and tokens by simulated day (ISO date), and by arrival."""
+        """Model calls, tokens and their latency by simulated day (ISO date), and by arrival
+        (:data:`MODEL_SLOT`)."""
         self._halt: SimulationError | None = None
         self.horizon = self.cal.after_working(self.cal.end_s, drain_hours * 3600)
         self._log = EventLog()
@@ -404,7 +406,8 @@ class SimulationKernel(Seats, Grading, EpisodeKernel):
         completion = int(usage.get("completion_tokens") or 0)
         use["prompt_tokens"] += prompt
         use["completion_tokens"] += completion
-        use["latency_ms"] += round(float(payload.get("latency_s") or 0.0) * 1000)
+        ms = round(float(payload.get("latency_s") or 0.0) * 1000)
+        use["latency_ms"] += ms
         # by simulated day, and by the arrival whose envelope its agent was handling
         day = (self.start + timedelta(seconds=self.clock.now)).date().isoformat()
         d = self._handling
@@ -413,11 +416,14 @@ class SimulationKernel(Seats, Grading, EpisodeKernel):
             # (a tool's result: the arrival the seat works on; a persistent seat's focus)
             live = self.current(actor.removeprefix(SEAT_PREFIX))
             key = live.arrival.key if live is not None else None
-        for slot in (self.model_by_day.setdefault(day, {"calls": 0, "tokens": 0}),
-                     *([self.model_by_arrival.setdefault(str(key), {"calls": 0, "tokens": 0})]
+        for slot in (self.model_by_day.setdefault(day, dict.fromkeys(MODEL_SLOT, 0)),
+                     *([self.model_by_arrival.setdefault(str(key), dict.fromkeys(MODEL_SLOT, 0))]
                        if key is not None else [])):
             slot["calls"] += 1
+            slot["prompt_tokens"] += prompt
+            slot["completion_tokens"] += completion
             slot["tokens"] += prompt + completion
+            slot["latency_ms"] += ms
         if kind == "agent.model_call":
             use["prompt_max"] = max(use["prompt_max"], prompt)
 

@@ -81,6 +81,11 @@ PersonFactory = Callable[[Task, Any, str, str], Actor]
 """(task, cast member, role, agent's person) -> the actor that plays them for one arrival."""
 
 
+MODEL_SLOT = ("calls", "prompt_tokens", "completion_tokens", "tokens", "latency_ms")
+"""What a simulation counts of its model calls by simulated day and by arrival: calls, tokens
+(prompt, completion, both) and their latency in milliseconds."""
+
+
 class Answers(Protocol):
     """Recorded model answers a simulation serves again (a resume's own prefix, another run's
     calls): the runtime's ``RecordedAnswers``."""
