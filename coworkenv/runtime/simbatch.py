@@ -6,7 +6,9 @@ Each seed is a run of its own (``RUN-s<seed>``: the workload drawn anew, the sam
 roster), recorded in a shard file of its own beside the store (``DB.seeds/RUN-s<seed>.db``:
 one writer per file), and the shards are merged into the store once every run has ended.
 Each process runs its share of the seeds in one event loop, ``concurrency`` at a time (for
-model-backed agents, their calls in flight together). A batch that is interrupted goes on with
+model-backed agents, their calls in flight together), and checks each shard it wrote, hash
+for hash (:func:`~coworkenv.store.verify_shard`), so that the merge copies it whole
+(:func:`~coworkenv.store.adopt_shards`). A batch that is interrupted goes on with
 ``resume``: finished runs are left as they are, the others resumed from their shards.
 
 On Ray, each task of one CPU runs ``concurrency`` of the simulations in one event loop on
@@ -125,6 +127,9 @@ def simulate_seeds(config: SimulationConfig, seeds: Sequence[int], *, processes:
                 finished = any(x["run_id"] == rid and x["status"] == "finished"
                                for x in reader.runs())
             if finished:  # (it ended, and was cut before it was merged)
+                from ..store import verify_shard
+
+                verify_shard(shard)
                 _merge_into([shard], db)
                 done.add(rid)
         if rid in done:
@@ -160,10 +165,11 @@ def simulate_seeds(config: SimulationConfig, seeds: Sequence[int], *, processes:
 
 
 def _merge_into(shards: list[Path], db: Path) -> None:
-    """Runs' shards into the store (one transaction), then the shards gone."""
-    from ..store import merge_stores
+    """Runs' shards, checked where they were written (:func:`_share`), into the store, then
+    the shards gone."""
+    from ..store import adopt_shards
 
-    merge_stores(shards, db)
+    adopt_shards(shards, db)
     for shard in shards:
         for extra in (shard, shard.with_name(shard.name + "-wal"),
                       shard.with_name(shard.name + "-shm")):
@@ -215,8 +221,13 @@ def _share(jobs: list[SimulationConfig], concurrency: int,
         limit = anyio.Semaphore(concurrency)
 
         async def one(c: SimulationConfig) -> None:
+            from ..store import verify_shard
+
             async with limit:
                 r = await asimulate(c)
+                # its shard checked here, in the process that wrote it (beside the other
+                # processes): the merge then copies it whole
+                verify_shard(r.db)
             out.append(r)
             if on_done is not None:
                 on_done(r)

@@ -1,7 +1,15 @@
 """The event store: an append-only SQLite event log with one batched writer per file."""
 
 from ._lease import RunLease
-from ._merge import MergeStats, merge_connection, merge_stores, shard_files, writable_store
+from ._merge import (
+    MergeStats,
+    adopt_shards,
+    merge_connection,
+    merge_stores,
+    shard_files,
+    verify_shard,
+    writable_store,
+)
 from ._prune import delete_runs
 from ._reader import MAX_SHARDS, Reader
 from ._records import (
@@ -46,6 +54,7 @@ __all__ = [
     "StoreError",
     "WriterSettings",
     "WriterStatistics",
+    "adopt_shards",
     "delete_runs",
     "events_hash",
     "hash_line",
@@ -53,5 +62,6 @@ __all__ = [
     "merge_stores",
     "migrate",
     "shard_files",
+    "verify_shard",
     "writable_store",
 ]

@@ -201,6 +201,91 @@ def merge_stores(shards: Sequence[str | Path], into: str | Path) -> MergeStats:
     return stats
 
 
+def verify_shard(path: str | Path) -> int:
+    """Check a store file as :func:`merge_stores` checks a shard while it copies it: every
+    final episode's events hash to the hash it records (:class:`MergeConflictError`
+    otherwise); the episodes checked. Made where the shard was written (each process of a
+    batch its own, beside the others), it lets :func:`adopt_shards` copy it without reading
+    its rows."""
+    conn = open_shard(path)
+    try:
+        recorded = {eid: digest for eid, status, digest in conn.execute(
+            "SELECT episode_id, status, events_hash FROM episodes") if status in FINAL and digest}
+        hashers: dict[str, EventsHasher] = {}
+        for eid, seq, t, actor, kind, text in conn.execute(
+                "SELECT episode_id, seq, sim_time, actor, kind, payload FROM events "
+                "ORDER BY episode_id, seq"):
+            h = hashers.get(eid)
+            if h is None:
+                h = hashers[eid] = EventsHasher()
+            h.update(seq, t, actor, kind, text)
+        for eid, digest in recorded.items():
+            h = hashers.get(eid)
+            got = h.hexdigest() if h is not None else EventsHasher().hexdigest()
+            if got != digest:
+                raise MergeConflictError(f"{path}: episode {eid!r}: its events hash to "
+                                         f"{got[:12]}, but the episode records {digest[:12]}; "
+                                         "the shard is damaged")
+        return len(recorded)
+    finally:
+        conn.close()
+
+
+def adopt_shards(shards: Sequence[str | Path], into: str | Path) -> MergeStats:
+    """Merge shards that their writers checked (:func:`verify_shard`) into ``into``: a shard
+    none of whose episodes the target holds is copied whole by SQLite (its rows never pass
+    through Python), its runs and task specs reconciled as :func:`merge_stores` does and
+    each table's row count checked after the copy; any other shard is merged by
+    :func:`merge_stores`' rules. One transaction per shard."""
+    files = shard_files(shards)
+    target = Path(into)
+    stats = MergeStats()
+    start = time.perf_counter()
+    with writable_store(target) as dst:
+        for f in files:
+            src = open_shard(f)
+            try:
+                dst.execute("ATTACH DATABASE ? AS shard", (str(f.absolute()),))
+                try:
+                    clash = dst.execute("SELECT count(*) FROM main.episodes WHERE episode_id "
+                                        "IN (SELECT episode_id FROM shard.episodes)"
+                                        ).fetchone()[0]
+                    if clash:
+                        merge_connection(src, dst, str(f), str(target), stats)
+                        continue
+                    dst.execute("BEGIN IMMEDIATE")
+                    try:
+                        stats.runs_added += _merge_runs(src, dst, str(f), str(target))
+                        stats.tasks_added += _merge_tasks(src, dst, str(f), str(target))
+                        copied = {}
+                        for table, cols in (("episodes", _EPISODE_COLS),
+                                            ("events", _EVENT_COLS), *_TABLES.items()):
+                            want = dst.execute(f"SELECT count(*) FROM shard.{table}"
+                                               ).fetchone()[0]
+                            got = dst.execute(f"INSERT INTO main.{table} ({cols}) SELECT "
+                                              f"{cols} FROM shard.{table}").rowcount
+                            if got != want:
+                                raise MergeConflictError(f"{f}: {want} rows of {table}, {got} "
+                                                         f"copied into {target}")
+                            copied[table] = got
+                        dst.execute("COMMIT")
+                    except BaseException:
+                        dst.execute("ROLLBACK")
+                        raise
+                    stats.shards += 1
+                    stats.episodes_added += copied["episodes"]
+                    stats.events_added += copied["events"]
+                    stats.per_shard.append({"shard": str(f), "added": copied["episodes"],
+                                            "replaced": 0, "same": 0, "kept": 0,
+                                            "events": copied["events"]})
+                finally:
+                    dst.execute("DETACH DATABASE shard")
+            finally:
+                src.close()
+    stats.seconds = time.perf_counter() - start
+    return stats
+
+
 @contextmanager
 def writable_store(path: str | Path) -> Iterator[sqlite3.Connection]:
     """A writing connection (autocommit; transactions are the caller's) to a store file,

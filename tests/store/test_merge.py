@@ -19,9 +19,11 @@ from coworkenv.store import (
     MergeConflictError,
     Reader,
     SchemaError,
+    adopt_shards,
     events_hash,
     merge_stores,
     migrate,
+    verify_shard,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -113,6 +115,30 @@ def test_merge_refuses_a_damaged_shard(shards: list[Path], tmp_path: Path) -> No
         merge_stores([damaged], tmp_path / "m.db")
     with Reader(tmp_path / "m.db") as r:
         assert r.episodes() == []
+
+
+def test_shards_checked_where_written_are_adopted_as_a_merge_would_copy_them(
+        shards: list[Path], tmp_path: Path) -> None:
+    """A batch's processes check their own shards (verify_shard); the merge then copies them
+    whole (adopt_shards): the same store as merge_stores makes; a shard the target holds
+    already goes by merge_stores' rules (twice changes nothing)."""
+    assert sum(verify_shard(s) for s in shards) == len(_episodes(shards))
+    adopted, merged = tmp_path / "a.db", tmp_path / "m.db"
+    stats = adopt_shards(shards, adopted)
+    merge_stores(shards, merged)
+    assert stats.episodes_added == len(_episodes(merged)) and stats.shards == 2
+    assert _episodes(adopted) == _episodes(merged) and _counts(adopted) == _counts(merged)
+    again = adopt_shards(shards, adopted)
+    assert again.episodes_added == 0 and again.episodes_same == len(_episodes(merged))
+    assert _counts(adopted) == _counts(merged)
+    damaged = tmp_path / "damaged.db"
+    shutil.copy(shards[1], damaged)
+    with sqlite3.connect(damaged) as c:
+        c.execute("UPDATE events SET payload = '{}' WHERE rowid = (SELECT max(rowid) FROM "
+                  "events)")
+    with pytest.raises(MergeConflictError, match=r"damaged.db: episode '.*': its events hash "
+                       r"to .*the shard is damaged"):
+        verify_shard(damaged)
 
 
 def test_a_final_copy_replaces_one_a_crash_left_running(shards: list[Path],
