@@ -147,22 +147,12 @@ class RecordedAnswers:
         mine = self.calls.get(actor, [])
         if n >= len(mine):
             if self.missing == "error":
-                raise ReplayDiffers(
-                    f"{self.label}: {_who(actor)}'s model call {n + 1} is not in {self.source} "
-                    f"(it recorded {len(mine)} for {_who(actor)}): the simulation went further than the "
-                    "recorded one (add --replay-live to go on with the model)")
+                raise self._beyond(actor, n)
             return None
         call = mine[n]
         if call.payload.get("digest") != request_digest(request):
-            report = self.difference(actor, n, request)
-            if call.own:
-                raise ReplayDiffers(report.replace(f"{self.label}: ", "resume: ", 1)
-                                    + " (a resume re-runs the simulation from its start: "
-                                    "the same file, tools and prompts)", resumable=True)
-            if self.mismatch == "live":
-                self.diverged = report
-                return None
-            raise ReplayDiffers(report)
+            self._differs(call, self.difference(actor, n, request))
+            return None
         self.served += 1
         return _response(call), float(call.payload.get("latency_s") or 0.0)
 
@@ -190,19 +180,29 @@ class RecordedAnswers:
         k = n + (differs if differs is not None else served)
         if k >= len(mine):
             if self.missing == "error":
-                raise ReplayDiffers(
-                    f"{self.label}: {_who(actor)}'s model call {k + 1} (on {where}) is not in "
-                    f"{self.source} (it recorded {len(mine)} for {_who(actor)}): the "
-                    "simulation went further than the recorded one (add --replay-live to go "
-                    "on with the model)")
+                raise self._beyond(actor, k, f" (on {where})")
             return
         if differs is None:
             return  # (an older worker, given no answers to serve: it asked the model)
         call = mine[k]
         when = (self.start + timedelta(seconds=call.sim_time)).strftime("%a %d %b %H:%M")
         source = "the run's own log" if call.own else self.source
-        report = (f"{self.label}: {_who(actor)}'s model call {k + 1} ({when}, event {call.seq} "
-                  f"of {source}), made on {where}, asks something else than it did")
+        self._differs(call, f"{self.label}: {_who(actor)}'s model call {k + 1} ({when}, event "
+                            f"{call.seq} of {source}), made on {where}, asks something else "
+                            "than it did")
+
+    def _beyond(self, actor: str, n: int, where: str = "") -> ReplayDiffers:
+        """``actor``'s ``n``-th call, which the recording does not hold (``missing: error``)."""
+        return ReplayDiffers(
+            f"{self.label}: {_who(actor)}'s model call {n + 1}{where} is not in {self.source} "
+            f"(it recorded {len(self.calls.get(actor, []))} for {_who(actor)}): the "
+            "simulation went further than the recorded one (add --replay-live to go on with "
+            "the model)")
+
+    def _differs(self, call: _Call, report: str) -> None:
+        """A call whose request is not the recorded one: a resume's own stops the run
+        (resumable), else as ``mismatch`` says (``live``: noted, and the model asked from
+        here on)."""
         if call.own:
             raise ReplayDiffers(report.replace(f"{self.label}: ", "resume: ", 1)
                                 + " (a resume re-runs the simulation from its start: the "
