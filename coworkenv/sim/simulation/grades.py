@@ -5,13 +5,15 @@ nothing dropped, safety, budgets, a script's). A part of :class:`~.kernel.Simula
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ...store import EventRecord, EventStore, events_hash
 from ...store._records import encode_payload
-from ...workspace import WorkspaceState, replay_events
+from ...workspace import WorkspaceState, apply_event
 from ..actor import Actor
 from ..clock import Clock
 from ..episode import save_grade
@@ -26,6 +28,93 @@ from .language import SIM_RULE, Simulation
 from .records import ArrivalOutcome, Live, Resume, SimCheck
 from .view import arrival_view
 from .world import PersonHub
+
+
+class CompanyView:
+    """The company as every arrival's view begins (the setup's rows, the same for each): its
+    records decoded, its workspace replayed and each of its tables' canonical JSON, once, so
+    that grading an arrival costs what its own events cost, not what the company's size
+    does (a company of 1,000 people is 1,700 setup rows to decode, replay and hash for every
+    arrival otherwise). What it gives equals what the arrival's own rows give: its records
+    are the setup rows' (under the arrival's episode id), its workspace is the one they
+    replay to (copied: entities are replaced, never changed in place), and its state hash is
+    :meth:`~coworkenv.workspace.WorkspaceState.state_hash`'s, composed from the tables' texts
+    (checked against it on the first arrival; where they differ, the state's own is used)."""
+
+    def __init__(self, rows: list[tuple[Any, ...]]) -> None:
+        self.rows = rows
+        """The kernel's setup rows (the list it is for)."""
+        self._records: list[EventRecord] = []
+        self._state: WorkspaceState | None = None
+        self._texts: dict[str, str] = {}
+        self._entity_texts: dict[str, dict[str, str]] = {}
+        self._composed: bool | None = None
+        """Whether the composed state hash is the state's (None: not checked yet)."""
+
+    def records(self, rows: list[tuple[Any, ...]]) -> list[EventRecord]:
+        """The records of an arrival's setup rows (those of its view after its
+        ``episode.start``)."""
+        if not self._records:
+            self._records = [EventRecord.from_row(r) for r in rows]
+            return list(self._records)
+        vid = rows[0][0] if rows else ""
+        return [EventRecord(vid, e.seq, e.sim_time, e.wall_time, e.actor, e.kind, e.payload,
+                            e.text) for e in self._records]
+
+    def replay(self, events: list[EventRecord]) -> tuple[WorkspaceState, set[str]]:
+        """The workspace of the setup's records with ``events`` (the view's after them)
+        applied, as :func:`~coworkenv.workspace.replay_events` of the whole view gives it, and
+        the tables those events touched."""
+        if self._state is None:
+            base = WorkspaceState()
+            for ev in self._records:
+                if ev.kind.startswith("ws."):
+                    apply_event(base, ev.kind, ev.payload)
+            self._state = base
+        state = self._state.copy()
+        touched: set[str] = set()
+        for ev in events:
+            if ev.kind.startswith("ws."):
+                apply_event(state, ev.kind, ev.payload)
+                touched.add(ev.kind.split(".", 2)[1])
+        return state, touched
+
+    def state_hash(self, state: WorkspaceState, touched: set[str]) -> str:
+        """``state.state_hash()`` of a state :meth:`replay` gave: the setup's tables, and the
+        setup's entities in the tables the arrival's events touched, dumped once for every
+        arrival."""
+        if self._composed is False:
+            return state.state_hash()
+        base = self._state.tables if self._state is not None else {}
+        parts = []
+        for app in sorted(state.tables):
+            text = self._texts.get(app) if app not in touched else None
+            if text is None:
+                known = base.get(app, {})
+                texts = self._entity_texts.setdefault(app, {})
+                items = []
+                for k, v in sorted(state.tables[app].items()):
+                    t = texts.get(k) if known.get(k) is v else None
+                    if t is None:
+                        t = _canonical(v.model_dump(mode="json"))
+                        if known.get(k) is v:
+                            texts[k] = t
+                    items.append(f"{_canonical(k)}:{t}")
+                text = "{" + ",".join(items) + "}"
+                if app not in touched:
+                    self._texts[app] = text
+            parts.append(f"{_canonical(app)}:{text}")
+        digest = hashlib.sha256(("{" + ",".join(parts) + "}").encode()).hexdigest()
+        if self._composed is None:
+            self._composed = digest == state.state_hash()
+            if not self._composed:
+                return state.state_hash()
+        return digest
+
+
+def _canonical(value: Any) -> str:
+    """JSON text as :meth:`~coworkenv.workspace.WorkspaceState.state_hash` writes it."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
 class Grading:
@@ -69,6 +158,7 @@ class Grading:
     unsure: list[dict[str, Any]]
     company_ids: set[tuple[str, str]]
     entity_rows: dict[str, list[int]]
+    _company_view: CompanyView | None = None
 
     if TYPE_CHECKING:  # (the kernel's own)
         def _record(self, actor: str, kind: str, payload: dict[str, Any],
@@ -104,13 +194,19 @@ class Grading:
             rows.append((rows[0][0], len(rows), t, 0.0, "kernel", LINKS, encode_payload(links)))
         rows.append((rows[0][0], len(rows), t, 0.0, "kernel", "episode.end",
                      encode_payload({"termination": termination, "turns": live.turns})))
-        events = [EventRecord.from_row(r) for r in rows]
+        company = self._company_view
+        if company is None or company.rows is not self._setup_rows:
+            company = self._company_view = CompanyView(self._setup_rows)
+        setup = 1 + len(self._setup_rows)  # (the view's episode.start, then the setup's rows)
+        own = [EventRecord.from_row(r) for r in rows[setup:]]
+        events = [EventRecord.from_row(rows[0]), *company.records(rows[1:setup]), *own]
         # graded on the workspace its own events rebuild (what a replay or a regrade of its
         # episode rebuilds too): the company, its structure, and the arrival's own thread
         g: Grade | None = None
         failure = live.failure
+        touched: set[str] | None = None
         try:
-            state = replay_events(events)
+            state, touched = company.replay(own)
         except ValueError as exc:  # (never the simulation's end: this arrival's grade fails)
             state, failure = WorkspaceState(), failure or ("grading", f"its view does not "
                                                            f"replay: {exc}")
@@ -158,7 +254,9 @@ class Grading:
             await st.finish_episode(
                 vid, status=status, sim_time=round(self.clock.now - a.at, 6), turns=live.turns,
                 termination=termination, completion=g.completion if g else None,
-                event_count=len(rows), events_hash=digest, state_hash=state.state_hash(),
+                event_count=len(rows), events_hash=digest,
+                state_hash=state.state_hash() if touched is None
+                else company.state_hash(state, touched),
                 failure_boundary=failure[0] if failure else None,
                 failure=failure[1] if failure else None,
                 outcome={"simulation": self.sim.id, "agent": live.seat.id, "arrival": a.key,

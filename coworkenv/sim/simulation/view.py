@@ -60,7 +60,7 @@ def arrival_view(k: ViewSource, live: Live) -> list[tuple[Any, ...]]:
         "task_id": live.task.id, "trial": 0, "seed": k._seed_of(key),
         "start": live.task.start.isoformat(), "agent": live.task.agent,
         "simulation": k.sim.id, "arrival": key, "seat": live.seat.id})
-    for row in k._setup_rows:
+    for row in k._setup_rows:  # (right after its start: grades.CompanyView counts on it)
         out.append((vid, len(out), 0.0, row[3], row[4], row[5], row[6]))
     for row in k._structural:  # (the company as it stood when the arrival came)
         if row[1] >= live.seq:
