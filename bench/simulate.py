@@ -18,9 +18,9 @@ agents (the oracle) on one core, as JSON.
   the same timed loop: simulations per second, and the ratio.
 - ``seeds``: ``coworkenv simulate --seeds N`` (N one-day simulations, each seed its own draw,
   graded and recorded, merged into one store) for each N of ``--seeds-n``, over one process
-  and over every core, the two in turn in the same timed loop: simulations and arrivals per
-  second, and the ratio (target: 16 over 2 processes at 1.8 times one, 200 arrivals/s or
-  more on 2 cores).
+  and over every core, the two in turn ``--repeats`` times: medians of simulations and
+  arrivals per second, and the ratio of each pair and their median (target: 16 over 2
+  processes at 1.8 times one, 200 arrivals/s or more on 2 cores).
 - ``large`` (run only when ``--only`` names it): a generated company of ``--large-people``
   people (Northwind's 29, whom the templates name, and the rest drawn: names, teams, roles,
   managers, time zones; team channels and lists, documents, a ticket backlog, mail and
@@ -204,30 +204,37 @@ def many(tmp: Path, n: int) -> dict[str, Any]:
             "same_hashes": same}
 
 
-def seeds(tmp: Path, ns: list[int]) -> dict[str, Any]:
+def seeds(tmp: Path, ns: list[int], repeats: int = 3) -> dict[str, Any]:
     import os
 
     from coworkenv.runtime.simbatch import simulate_seeds
 
     cores = os.cpu_count() or 1
-    out: dict[str, Any] = {"cores": cores, "runs": []}
+    out: dict[str, Any] = {"cores": cores, "repeats": repeats, "runs": []}
     for n in ns:
         row: dict[str, Any] = {"simulations": n}
+        walls: dict[int, list[float]] = {1: [], cores: []}
+        hashes: dict[int, list[str]] = {}
+        arrivals = 0
+        for rep in range(repeats):  # (one process, then every core, in turn: pairs)
+            for procs in (1, cores):
+                db = tmp / f"seeds-{n}-{procs}-{rep}.db"
+                batch = simulate_seeds(SimulationConfig(SIMS / "week.yaml", days=1, db=db,
+                                                        run_id=f"s{n}p{procs}"),
+                                       range(7, 7 + n), processes=procs)
+                walls[procs].append(batch.wall_seconds)
+                hashes[procs] = [r.events_hash for r in batch.runs]
+                arrivals = batch.arrivals
+                db.unlink(missing_ok=True)
         for procs in (1, cores):
-            db = tmp / f"seeds-{n}-{procs}.db"
-            batch = simulate_seeds(SimulationConfig(SIMS / "week.yaml", days=1, db=db,
-                                                    run_id=f"s{n}p{procs}"),
-                                   range(7, 7 + n), processes=procs)
-            row[f"p{procs}"] = {"wall_s": round(batch.wall_seconds, 3),
-                                "arrivals": batch.arrivals,
-                                "simulations_per_s": round(batch.simulations_per_s, 2),
-                                "arrivals_per_s": round(batch.arrivals_per_s, 1),
-                                "hashes": [r.events_hash[:12] for r in batch.runs]}
-        one, many_ = row["p1"], row[f"p{cores}"]
-        row["speedup"] = round(one["wall_s"] / many_["wall_s"], 3) if many_["wall_s"] else None
-        row["same_hashes"] = one["hashes"] == many_["hashes"]
-        for k in ("p1", f"p{cores}"):
-            del row[k]["hashes"]
+            wall = statistics.median(walls[procs])
+            row[f"p{procs}"] = {"wall_s_median": round(wall, 3), "arrivals": arrivals,
+                                "simulations_per_s": round(n / wall, 2),
+                                "arrivals_per_s": round(arrivals / wall, 1)}
+        pairs = [a / b for a, b in zip(walls[1], walls[cores], strict=True) if b]
+        row["speedup_pairs"] = [round(x, 3) for x in pairs]
+        row["speedup_median"] = round(statistics.median(pairs), 3) if pairs else None
+        row["same_hashes"] = hashes[1] == hashes[cores]
         out["runs"].append(row)
     return out
 
@@ -572,7 +579,8 @@ def main() -> None:
         tmp = Path(d)
         run_ = {"week": lambda: week(tmp, a.repeats), "memory": lambda: memory(tmp, a.memory_days),
                 "many": lambda: many(tmp, a.many),
-                "seeds": lambda: seeds(tmp, [int(x) for x in a.seeds_n.split(",") if x]),
+                "seeds": lambda: seeds(tmp, [int(x) for x in a.seeds_n.split(",") if x],
+                                       a.repeats),
                 "large": lambda: large(tmp, a.large_people, a.large_agents,
                                        [int(x) for x in a.large_days.split(",") if x],
                                        a.large_heap)}
