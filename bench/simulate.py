@@ -300,6 +300,9 @@ def large_company(people: int, agents: int, days: int, folder: Path) -> Path:
     split = {"ea": max(1, round(agents * 0.2)), "fin": max(1, round(agents * 0.3))}
     split["it"] = agents - split["ea"] - split["fin"]
     drawn = people - len(base["people"]) - (agents - 3)
+    if days < 5:  # (the week's events, kept, fall on its days 3 to 5)
+        raise SystemExit(f"--large-days: the longest run must have 5 working days or more "
+                         f"(got {days})")
     if split["it"] < 1 or drawn < 2 * len(TEAMS):
         raise SystemExit(f"--large-people {people} --large-agents {agents}: give at least 3 "
                          f"agents and {len(base['people']) + agents - 3 + 2 * len(TEAMS)} "
