@@ -39,7 +39,8 @@ PUBLIC = {
                         "MergeStats",
                         "RunLease", "NotFoundError", "Reader", "SchemaError", "StoreClosedError",
                         "StoreError", "WriterSettings", "WriterStatistics", "delete_runs",
-                        "events_hash",
+                        "events_hash", "EventsHasher", "UNHASHED", "adopt_shards",
+                        "verify_shard",
                         "hash_line", "merge_connection", "merge_stores", "migrate",
                         "shard_files", "writable_store"],
 }

@@ -201,7 +201,8 @@ class Endpoint:
         return (await self._lane_here()).pool
 
     async def _lane_here(self) -> _Lane:
-        loop = current_token().native_token
+        token = current_token()
+        loop = getattr(token, "native_token", token)  # (anyio < 4.8: the loop itself)
         lane = self._lanes.get(loop)
         if lane is None:
             pool = await server_pool(self.base_url, self.api_key, self.max_concurrency)

@@ -254,14 +254,16 @@ class RemoteAgentProxy(Actor):
     done: bool = False
     episode: str | None = None
     group: str = ""
-    sent: list[Envelope] = field(default_factory=list)
-    """A simulation's arrival: the envelopes given to its worker so far (for another worker,
-    if that one is lost)."""
+    sent: list[tuple[Envelope, int]] = field(default_factory=list)
+    """A simulation's arrival: the envelopes given to its worker so far, each with the tool
+    calls made before it (for another worker, if that one is lost: its agent then makes the
+    same calls, under the same ids)."""
     moves: int = 0
 
-    def _payload(self, envelope: Envelope, ctx: ActorContext, w: WorkerInfo) -> dict[str, Any]:
+    def _payload(self, envelope: Envelope, ctx: ActorContext, w: WorkerInfo,
+                 calls: int | None = None) -> dict[str, Any]:
         payload: dict[str, Any] = {"envelope": envelope.model_dump(mode="json"),
-                                   "tool_calls": ctx.tool_calls}
+                                   "tool_calls": ctx.tool_calls if calls is None else calls}
         answers = ctx.recorded_answers()
         if answers:  # (a resumed or replayed simulation: the worker serves them)
             payload["answers"] = answers
@@ -275,8 +277,10 @@ class RemoteAgentProxy(Actor):
                 if w.policy == "oracle" else None}
         return payload
 
-    async def _ask(self, envelope: Envelope, ctx: ActorContext, held: str) -> Envelope:
-        """The worker's answer to one envelope (the worker assigned first, if none is)."""
+    async def _ask(self, envelope: Envelope, ctx: ActorContext, held: str,
+                   calls: int | None = None) -> Envelope:
+        """The worker's answer to one envelope (the worker assigned first, if none is);
+        ``calls``: the tool calls made before it (default: the context's now)."""
         if self.worker is None:
             self.worker = await self.pool.assign(envelope.run, held, envelope.sim_time,
                                                  self.group)
@@ -288,7 +292,7 @@ class RemoteAgentProxy(Actor):
         req = Envelope(run=envelope.run, episode=held,
                        topic=bus.topic(envelope.run, held, "agent", w.worker_id),
                        sender="kernel", kind="agent.request",
-                       payload=self._payload(envelope, ctx, w),
+                       payload=self._payload(envelope, ctx, w, calls),
                        sim_time=envelope.sim_time, seq=envelope.seq)
         return await bus.request(req, timeout=self.timeout,
                                  alive=lambda: self.pool.lost(w.worker_id))
@@ -305,8 +309,8 @@ class RemoteAgentProxy(Actor):
             self.pool.release(self.worker.worker_id)
             self.worker, self.moves = None, self.moves + 1
             try:
-                for past in self.sent:
-                    again = await self._ask(past, ctx, held)
+                for past, calls in self.sent:
+                    again = await self._ask(past, ctx, held, calls)
                     if again.kind == "agent.error":
                         return again  # (its error is the arrival's)
                 return await self._ask(envelope, ctx, held)
@@ -315,6 +319,7 @@ class RemoteAgentProxy(Actor):
 
     async def handle(self, envelope: Envelope, ctx: ActorContext) -> None:
         held = self.episode or envelope.episode
+        before = ctx.tool_calls
         try:
             reply = await self._ask(envelope, ctx, held)
         except BusTimeoutError as exc:
@@ -326,7 +331,7 @@ class RemoteAgentProxy(Actor):
         w = self.worker
         assert w is not None
         if self.episode is not None:
-            self.sent.append(envelope)
+            self.sent.append((envelope, before))
         if reply.kind == "agent.error":
             raise EpisodeFailure("agent", f"remote worker {w.worker_id}: "
                                  f"{reply.payload.get('error')}")
