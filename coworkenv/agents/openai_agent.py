@@ -91,10 +91,6 @@ class ServerPool:
     closer: AsyncGenerator[None, None] | None = None
     turn: int = 0
 
-    @property
-    def in_flight(self) -> int:
-        return int(self.bound.borrowed_tokens)
-
     def client(self) -> openai.AsyncOpenAI:
         """The next client in turn (one per :data:`CALLS_PER_CLIENT` of the bound)."""
         while len(self.clients) * CALLS_PER_CLIENT < self.bound.total_tokens:

@@ -98,13 +98,15 @@ def model_figures(use: dict[str, dict[str, int]], by_day: dict[str, dict[str, in
             out[f"{name}_max"] = round(xs[-1] / scale, 3)
         return out
 
+    of_agent: dict[str, list[dict[str, int]]] = {}
+    for key, s in by_arrival.items():
+        of_agent.setdefault(agent_of.get(key, ""), []).append(s)
     agents: dict[str, Any] = {}
     for who, u in sorted(use.items()):
         f = slot(u)
         f["prompt_max"] = int(u.get("prompt_max", 0))
-        mine = [s for key, s in by_arrival.items() if agent_of.get(key) == who]
-        if mine:
-            f["per_arrival"] = spread(mine)
+        if who in of_agent:
+            f["per_arrival"] = spread(of_agent[who])
         agents[who] = f
     whole = slot({k: sum(int(u.get(k, 0)) for u in use.values())
                   for k in ("calls", "prompt_tokens", "completion_tokens", "latency_ms")})

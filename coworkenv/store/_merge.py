@@ -181,19 +181,12 @@ def merge_stores(shards: Sequence[str | Path], into: str | Path) -> MergeStats:
             sources.append(open_shard(f))
         stats = MergeStats()
         start = time.perf_counter()
-        with writable_store(target) as dst:
-            dst.execute("BEGIN IMMEDIATE")
-            try:
-                for f, src in zip(files, sources, strict=True):
-                    try:
-                        merge_connection(src, dst, str(f), str(target), stats,
-                                         transaction=False)
-                    except sqlite3.DatabaseError as exc:
-                        raise SchemaError(f"{f}: cannot be read ({exc})") from None
-                dst.execute("COMMIT")
-            except BaseException:
-                dst.execute("ROLLBACK")
-                raise
+        with writable_store(target) as dst, _transaction(dst):
+            for f, src in zip(files, sources, strict=True):
+                try:
+                    merge_connection(src, dst, str(f), str(target), stats, transaction=False)
+                except sqlite3.DatabaseError as exc:
+                    raise SchemaError(f"{f}: cannot be read ({exc})") from None
     finally:
         for src in sources:
             src.close()
@@ -223,9 +216,7 @@ def verify_shard(path: str | Path) -> int:
             h = hashers.get(eid)
             got = h.hexdigest() if h is not None else EventsHasher().hexdigest()
             if got != digest:
-                raise MergeConflictError(f"{path}: episode {eid!r}: its events hash to "
-                                         f"{got[:12]}, but the episode records {digest[:12]}; "
-                                         "the shard is damaged")
+                raise _damaged(path, eid, got, digest)
         return len(recorded)
     finally:
         conn.close()
@@ -253,8 +244,7 @@ def adopt_shards(shards: Sequence[str | Path], into: str | Path) -> MergeStats:
                     if clash:
                         merge_connection(src, dst, str(f), str(target), stats)
                         continue
-                    dst.execute("BEGIN IMMEDIATE")
-                    try:
+                    with _transaction(dst):
                         stats.runs_added += _merge_runs(src, dst, str(f), str(target))
                         stats.tasks_added += _merge_tasks(src, dst, str(f), str(target))
                         copied = {}
@@ -268,16 +258,9 @@ def adopt_shards(shards: Sequence[str | Path], into: str | Path) -> MergeStats:
                                 raise MergeConflictError(f"{f}: {want} rows of {table}, {got} "
                                                          f"copied into {target}")
                             copied[table] = got
-                        dst.execute("COMMIT")
-                    except BaseException:
-                        dst.execute("ROLLBACK")
-                        raise
-                    stats.shards += 1
-                    stats.episodes_added += copied["episodes"]
-                    stats.events_added += copied["events"]
-                    stats.per_shard.append({"shard": str(f), "added": copied["episodes"],
-                                            "replaced": 0, "same": 0, "kept": 0,
-                                            "events": copied["events"]})
+                    _count_shard(stats, {"shard": str(f), "added": copied["episodes"],
+                                         "replaced": 0, "same": 0, "kept": 0,
+                                         "events": copied["events"]})
                 finally:
                     dst.execute("DETACH DATABASE shard")
             finally:
@@ -313,9 +296,7 @@ def merge_connection(src: sqlite3.Connection, dst: sqlite3.Connection, where: st
     in the caller's)."""
     shard: dict[str, Any] = {"shard": where, "added": 0, "replaced": 0, "same": 0, "kept": 0,
                              "events": 0}
-    if transaction:
-        dst.execute("BEGIN IMMEDIATE")
-    try:
+    with _transaction(dst, own=transaction):
         stats.runs_added += _merge_runs(src, dst, where, target)
         stats.tasks_added += _merge_tasks(src, dst, where, target)
         plan = _plan_episodes(src, dst, where, target)
@@ -333,9 +314,7 @@ def merge_connection(src: sqlite3.Connection, dst: sqlite3.Connection, where: st
                         f"({', '.join('?' * 22)})", row)
             n, digest = _copy_events(src, dst, eid)
             if row[9] in FINAL and row[19] and digest != row[19]:
-                raise MergeConflictError(
-                    f"{where}: episode {eid!r}: its events hash to {digest[:12]}, but the "
-                    f"episode records {row[19][:12]}; the shard is damaged")
+                raise _damaged(where, eid, digest, row[19])
             for table, cols in _TABLES.items():
                 rows = src.execute(f"SELECT {cols} FROM {table} WHERE episode_id=?",
                                    (eid,)).fetchall()
@@ -349,20 +328,42 @@ def merge_connection(src: sqlite3.Connection, dst: sqlite3.Connection, where: st
             if _hash_of(dst, eid)[1] != digest:
                 raise MergeConflictError(f"{where}: episode {eid!r} reads back from {target} "
                                          "with other events than the shard's")
-        if transaction:
-            dst.execute("COMMIT")
+    stats.verified += len(copied)
+    _count_shard(stats, shard)
+
+
+@contextmanager
+def _transaction(dst: sqlite3.Connection, own: bool = True) -> Iterator[None]:
+    """A write transaction on ``dst``, committed at the end of the block and rolled back
+    if it raises (``own=False``: the caller's, already open)."""
+    if not own:
+        yield
+        return
+    dst.execute("BEGIN IMMEDIATE")
+    try:
+        yield
     except BaseException:
-        if transaction:
-            dst.execute("ROLLBACK")
+        dst.execute("ROLLBACK")
         raise
+    dst.execute("COMMIT")
+
+
+def _count_shard(stats: MergeStats, shard: dict[str, Any]) -> None:
+    """A merged shard's counts (``added``, ``replaced``, ``same``, ``kept``, ``events``)
+    into the merge's figures."""
     stats.shards += 1
     stats.episodes_added += shard["added"]
     stats.episodes_replaced += shard["replaced"]
     stats.episodes_same += shard["same"]
     stats.episodes_kept += shard["kept"]
     stats.events_added += shard["events"]
-    stats.verified += len(copied)
     stats.per_shard.append(shard)
+
+
+def _damaged(where: str | Path, eid: str, got: str, recorded: str) -> MergeConflictError:
+    """A shard whose episode's events do not hash to the hash it records."""
+    return MergeConflictError(f"{where}: episode {eid!r}: its events hash to {got[:12]}, but "
+                              f"the episode records {recorded[:12]}; the shard is damaged")
 
 
 def _merge_runs(src: sqlite3.Connection, dst: sqlite3.Connection, where: str,

@@ -94,15 +94,13 @@ class EventsHasher:
         self._left_out = 0
 
     def update(self, seq: int, sim_time: float, actor: str, kind: str, text: str) -> None:
-        if kind in MEASURED or kind in UNHASHED:
-            if kind in UNHASHED:
-                self._left_out += 1
-                return
+        if kind in UNHASHED:
+            self._left_out += 1
+        elif kind in MEASURED:
             self._h.update(hash_line(seq - self._left_out, sim_time, actor, kind, text))
-            return
-        # (hash_line's line, inline: this runs for every event a kernel records)
-        self._h.update(f"{seq - self._left_out}|{sim_time:.6f}|{actor}|{kind}|{text}\n"
-                       .encode())
+        else:  # (hash_line's line, inline: this runs for every event a kernel records)
+            self._h.update(f"{seq - self._left_out}|{sim_time:.6f}|{actor}|{kind}|{text}\n"
+                           .encode())
 
     def hexdigest(self) -> str:
         return self._h.hexdigest()

@@ -274,9 +274,13 @@ class WorkspaceState:
     def state_hash(self, dumped: dict[str, dict[str, Any]] | None = None) -> str:
         """Canonical hash of every entity (stable across live runs and replay); ``dumped``:
         :meth:`to_json` of this state, when the caller has it already."""
-        blob = json.dumps(self.to_json() if dumped is None else dumped, sort_keys=True,
-                          separators=(",", ":"))
+        blob = canonical_json(self.to_json() if dumped is None else dumped)
         return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def canonical_json(value: Any) -> str:
+    """JSON text as :meth:`WorkspaceState.state_hash` hashes it (keys sorted, no spaces)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
 class _AllFields(frozenset[str]):

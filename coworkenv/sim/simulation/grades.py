@@ -6,7 +6,6 @@ nothing dropped, safety, budgets, a script's). A part of :class:`~.kernel.Simula
 from __future__ import annotations
 
 import hashlib
-import json
 from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -14,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from ...store import EventRecord, EventStore, events_hash
 from ...store._records import encode_payload
 from ...workspace import WorkspaceState, apply_event
+from ...workspace.models import canonical_json
 from ..actor import Actor
 from ..clock import Clock
 from ..episode import save_grade
@@ -96,25 +96,20 @@ class CompanyView:
                 for k, v in sorted(state.tables[app].items()):
                     t = texts.get(k) if known.get(k) is v else None
                     if t is None:
-                        t = _canonical(v.model_dump(mode="json"))
+                        t = canonical_json(v.model_dump(mode="json"))
                         if known.get(k) is v:
                             texts[k] = t
-                    items.append(f"{_canonical(k)}:{t}")
+                    items.append(f"{canonical_json(k)}:{t}")
                 text = "{" + ",".join(items) + "}"
                 if app not in touched:
                     self._texts[app] = text
-            parts.append(f"{_canonical(app)}:{text}")
+            parts.append(f"{canonical_json(app)}:{text}")
         digest = hashlib.sha256(("{" + ",".join(parts) + "}").encode()).hexdigest()
         if self._composed is None:
             self._composed = digest == state.state_hash()
             if not self._composed:
                 return state.state_hash()
         return digest
-
-
-def _canonical(value: Any) -> str:
-    """JSON text as :meth:`~coworkenv.workspace.WorkspaceState.state_hash` writes it."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
 class Grading:
