@@ -160,7 +160,7 @@ def test_each_db_says_one_file_or_several() -> None:
     for path in (["runs"], ["eval"], ["replay"], ["regrade"], ["view"]):
         assert "or several read together" in _help(path)["dbs"], path
     for path in (["run"], ["demo"], ["simulate"], ["mcp"], ["serve-env"], ["export", "sft"],
-                 ["export", "rl"], ["train", "grpo"]):
+                 ["export", "rl"], ["train", "grpo"], ["train", "seats"]):
         text = _help(path)["db"]
         assert "one file" in text and "several" not in text.replace(
             "read several together", ""), (path, text)

@@ -50,6 +50,8 @@ SMALLER = [  # (pattern, arguments appended: a later value of an option wins)
     (r"^coworkenv train sft", ["--steps", "1", "--measure-rows", "2"]),
     (r"^coworkenv train grpo", ["--steps", "1", "--max-completion-length", "48",
                                 "--max-tool-calls", "1"]),
+    (r"^coworkenv train seats", ["--steps", "1", "--max-turns", "1", "--max-turn-tokens",
+                                 "16"]),
     (r"^coworkenv run (?=.*--per-family).*openai:(pocketworker|base)\b",  # (the tutorial's)
      ["--per-family", "1", "--max-turns", "2", "--max-tokens", "32"]),
     (r"^coworkenv run .*openai:pocketworker-grpo", ["--only", "share-onboarding",

@@ -1,4 +1,4 @@
-"""Training data and models: `export sft|rl`, `train sft|grpo`, `serve`."""
+"""Training data and models: `export sft|rl`, `train sft|grpo|seats`, `serve`."""
 
 from __future__ import annotations
 
@@ -301,6 +301,86 @@ def train_grpo_cmd(
                   + "; ".join(f"{k} {[round(v, 3) for v in vals]}" for k, vals in r.items())
                   + f"; rollouts: run {res['rollout_run']} in {db}; checkpoint {out}",
                   highlight=False)
+
+
+@train_app.command("seats")
+def train_seats_cmd(
+    file: Annotated[Path, typer.Argument(help="Simulation file (kind: simulation)")],
+    model: Annotated[list[str], typer.Option(
+        "--model", help="SEAT=MODEL, once per agent of the roster to train (a Hugging Face "
+        "id or folder, or a .gguf file); each seat its own model and trainer")],
+    out: Annotated[Path, typer.Option(help="Checkpoint folder (one folder per seat in it)")],
+    db: Annotated[Path, typer.Option(help=DB_HELP)] = Path("runs/coworkenv.db"),
+    steps: Annotated[int, typer.Option(min=1, help="Optimizer steps of each seat (one round "
+                                       "of simulations each)")] = 2,
+    learning_rate: Annotated[float, typer.Option(help="Learning rate")] = 1e-6,
+    batch_size: Annotated[int, typer.Option(min=1, help="Simulations per round (a multiple "
+                                            "of --num-generations)")] = 2,
+    num_generations: Annotated[int, typer.Option(min=2, help="Simulations of one seed per "
+                                                 "round (the GRPO group)")] = 2,
+    max_turns: Annotated[int, typer.Option(min=1, help="Model turns per arrival")] = 4,
+    max_turn_tokens: Annotated[int, typer.Option(min=4, help="Tokens per model turn")] = 96,
+    max_completion_length: Annotated[int, typer.Option(min=16, help="Tokens of an arrival's "
+                                                       "completion (turns and what the agent "
+                                                       "was told)")] = 512,
+    temperature: Annotated[float, typer.Option(help="Sampling temperature")] = 1.0,
+    beta: Annotated[float, typer.Option(help="KL coefficient (0: no reference model)")] = 0.0,
+    tools: Annotated[str, typer.Option(help="Tools offered at each arrival: `reference` "
+                                       "(those its task's reference solution calls), or "
+                                       "tool/app names; `all`: every tool")] = "reference",
+    then: Annotated[str, typer.Option(help="Policy of a seat's arrivals after its trained "
+                                      "one (noop, oracle, ...)")] = "noop",
+    seed: Annotated[int, typer.Option(help="Workload seed of the first round")] = 0,
+    gpu: Annotated[bool, typer.Option(help="Train on the accelerator (bf16); default CPU")]
+    = False,
+    run_id: Annotated[str | None, typer.Option(help="Prefix of the rounds' run ids")] = None,
+) -> None:
+    """GRPO for several agents of one simulation at once, each with its own model: every
+    round plays --batch-size simulations of FILE with every seat stepped by its model, and
+    each seat is rewarded with the grade of its own arrival (see docs/how-to/training.md)."""
+    _train_imports("train seats")
+    from ..training.seats import SeatOptions, train_seats
+
+    writable_db(db)
+    output_folder(out, "--out")
+    from ..sim import TaskFileError
+    from ..sim.simulation import load_simulation
+
+    try:
+        loaded = load_simulation(file)
+    except TaskFileError as exc:
+        raise fail(f"{exc.file}: {'; '.join(exc.problems[:3])}") from None
+    except OSError as exc:
+        raise fail(f"{file}: {exc.strerror or exc}") from None
+    roster = {a.id for a in loaded.sim.roster}
+    models: dict[str, str] = {}
+    for given in model:
+        seat, sep, path = given.partition("=")
+        if not sep or not seat or not path:
+            raise fail(f"--model: expected SEAT=MODEL, got {given!r}")
+        if seat not in roster:
+            raise fail(f"--model {given}: {file} has no agent {seat!r} in its roster "
+                       f"(agents: {', '.join(sorted(roster))})")
+        if seat in models:
+            raise fail(f"--model: seat {seat!r} given twice")
+        models[seat] = path
+    if batch_size % num_generations:
+        raise fail(f"--batch-size ({batch_size}) must be a multiple of --num-generations "
+                   f"({num_generations})")
+    opts = SeatOptions(steps=steps, learning_rate=learning_rate, batch_size=batch_size,
+                       num_generations=num_generations, max_turns=max_turns,
+                       max_turn_tokens=max_turn_tokens,
+                       max_completion_length=max_completion_length, temperature=temperature,
+                       beta=beta, tools=None if tools == "all" else toolset(tools), then=then,
+                       seed=seed, cpu=not gpu)
+    res = train_seats(file, models, out, db, opts, run_id=run_id)
+    for seat, r in res["seats"].items():
+        arrivals = sum(1 for step in r["rollouts"] for x in step if x["arrival"])
+        console.print(f"{seat}: {steps} step(s), {arrivals} arrival(s) trained on, score per "
+                      f"step {[round(v, 3) for v in r['reward']]}; checkpoint {r['checkpoint']}",
+                      highlight=False)
+    console.print(f"rounds: {len(res['rounds'])} simulations recorded in {db} (runs "
+                  f"{res['run']}-r*); summary {out / 'coworkenv-seats.json'}", highlight=False)
 
 
 @app.command(short_help="Serve a checkpoint as an OpenAI-compatible endpoint.")

@@ -19,7 +19,11 @@ caller thinks, the simulation waits (deterministic: the same actions give the sa
 
 This is how a trainer (TRL, OpenEnv, verifiers) trains one agent inside a busy company.
 Several agents may be held at once (``agent=["ea", "fin"]``): each is a :class:`SeatSession`
-of ``s.seats``, stepped by its own client, each arrival's reward its seat's.
+of ``s.seats``, stepped by its own client, each arrival's reward its seat's; a seat says the
+task of the arrival in hand (``seat.task``: its tools, reference, checks), and
+``await seat.release()`` lets its agent go while the simulation runs on (``coworkenv train
+seats`` trains each held agent on its first arrival this way). ``seed`` draws the workload
+with another seed than the file's (as ``simulate --seeds``).
 Leaving the block ends the arrival in hand; the seat's later arrivals go to ``then`` (a
 policy name, default ``noop``) and the simulation runs to its end (the run ``finished``).
 
@@ -51,6 +55,7 @@ from .simulate import SimulationConfig, SimulationResult, asimulate
 if TYPE_CHECKING:
     from ..sim.simulation import ArrivalOutcome, Live
     from ..sim.simulation.kernel import SimulationKernel
+    from ..sim.task import Task
 
 
 class SeatSession:
@@ -63,9 +68,12 @@ class SeatSession:
         self.outcome: ArrivalOutcome | None = None
         """The last arrival of this agent that was graded."""
         self.steps = 0
-        self._waiting: deque[SessionAgent] = deque()
+        self._waiting: deque[tuple[SessionAgent, Task]] = deque()
         self._arrived = anyio.Event()
         self._current: SessionAgent | None = None
+        self.task: Task | None = None
+        """The task of the arrival in hand (its tools, reference, checks: what a client may
+        offer its model), None between arrivals."""
         self._released = False
 
     # the simulation's side -----------------------------------------------------------------
@@ -73,7 +81,7 @@ class SeatSession:
         if self._released:
             return self.owner._fallback(task)
         a = SessionAgent()
-        self._waiting.append(a)
+        self._waiting.append((a, task))
         self._arrived.set()
         self.owner._arrived.set()
         return a
@@ -95,11 +103,23 @@ class SeatSession:
             k.agent_names[self.seat] = self.owner.then
             k.roles[self.seat] = parse_agent(self.owner.then).role
 
+    async def release(self) -> None:
+        """Let go of this agent while the simulation runs on: the arrival in hand ends now,
+        those that came and were not taken up end as they are, and its later arrivals go to
+        the session's ``then`` policy (a trainer that wants one arrival per agent and
+        simulation lets go after it, so the simulation never waits on an agent nobody
+        steps)."""
+        self._release()
+        await self._end_current()
+        while self._waiting:
+            self._current, _ = self._waiting.popleft()
+            await self._end_current()
+
     async def _end_current(self) -> None:
         """End the arrival in hand (the caller let go of it): its agent is told to end now,
         and again whenever it asks, until its arrival is graded."""
         a = self._current
-        self._current = None
+        self._current, self.task = None, None
         if a is None:
             return
 
@@ -136,7 +156,8 @@ class SeatSession:
                 return Observation([], done=True)
             self._arrived = anyio.Event()
             await self._arrived.wait()
-        a = self._current = self._waiting.popleft()
+        a, self.task = self._waiting.popleft()
+        self._current = a
         self.outcome, self.steps = None, 0
         try:
             told = await a.told.receive()
@@ -180,12 +201,13 @@ class SimulationSession:
     def __init__(self, file: str | Path, *, agent: str | Sequence[str],
                  db: str | Path = "runs/coworkenv.db",
                  agents: Mapping[str, str] | None = None, policy: str | None = None,
-                 run_id: str | None = None, then: str = "noop") -> None:
+                 run_id: str | None = None, then: str = "noop",
+                 seed: int | None = None) -> None:
         held = [agent] if isinstance(agent, str) else list(dict.fromkeys(agent))
         if not held:
             raise RunConfigError("agent: give the agent (or agents) of the roster to hold")
         self.config = SimulationConfig(file, agent=policy, agents=dict(agents or {}), db=db,
-                                       run_id=run_id)
+                                       run_id=run_id, seed=seed)
         self.seats = {sid: SeatSession(self, sid) for sid in held}
         """The held agents, by id: each its own :meth:`~SeatSession.reset` and
         :meth:`~SeatSession.step`, for its own client (step them concurrently: the
@@ -290,13 +312,9 @@ class SimulationSession:
         for seat in self.seats.values():
             seat._release()
         try:
-            for seat in self.seats.values():
-                await seat._end_current()
             while not self._done.is_set():
-                for seat in self.seats.values():
-                    while seat._waiting:  # (taken up before the release: ended at once)
-                        seat._current = seat._waiting.popleft()
-                        await seat._end_current()
+                for seat in self.seats.values():  # (what came before the release: ended)
+                    await seat.release()
                 self._arrived = anyio.Event()
                 await self._arrived.wait()
         except BaseException:

@@ -76,3 +76,53 @@ async def test_two_agents_each_stepped_by_its_own_client(tmp_path: Path, answer:
     with Reader(tmp_path / "s.db") as rd:  # (both on record as held from outside)
         held = {e.task_id.split(":")[0] for e in rd.episodes("s") if e.agent == "session"}
     assert {"ea-travel-budget", "fin-budget-answer"} <= {h.split(".")[0] for h in held}
+
+
+TWO = HANDOFF.with_name("two-agents.yaml")
+
+
+@pytest.mark.anyio
+async def test_a_seat_let_go_hands_its_later_arrivals_to_then(tmp_path: Path) -> None:
+    """Finance is held for its first arrival (Bea's per-diem question), then let go: the
+    assistant's hand-off later that morning goes to ``then`` (the oracle), which answers it,
+    so the assistant still passes; each seat knows the task of its arrival in hand."""
+    got: dict[str, Any] = {}
+    async with SimulationSession(TWO, agent=["ea", "fin"], db=tmp_path / "s.db", run_id="r",
+                                 then="oracle", seed=3) as s:
+        async def finance() -> None:
+            fin = s.seats["fin"]
+            await fin.reset()
+            assert fin.task is not None and fin.task.id.startswith("fin-per-diem")
+            assert "email_reply" in {st.tool for st in fin.task.reference
+                                     if hasattr(st, "tool")}
+            got["fin"] = await fin.step(Action.finish())
+            await fin.release()
+            assert fin.task is None
+
+        async def assistant() -> None:
+            ea = s.seats["ea"]
+            await ea.reset()
+            assert ea.task is not None and ea.task.id.startswith("ea-travel-budget")
+            await ea.step(Action.tool("chat_send_dm", to="finops",
+                                      text="Hi, what is the approved Q3 travel budget?"))
+            told = ""
+            for _ in range(10):
+                obs, *_ = await ea.step(Action.wait())
+                told += obs.text
+                if "48,500" in told:
+                    break
+            await ea.step(Action.tool("email_send", to=["elena"], subject="Q3 travel budget",
+                                      body="The approved Q3 travel budget is $48,500."))
+            got["ea"] = await ea.step(Action.finish())
+
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(finance)
+                tg.start_soon(assistant)
+    assert got["ea"][1] == 1.0 and got["fin"][1] == 0.0  # (finance answered nobody)
+    with Reader(tmp_path / "s.db") as rd:
+        episodes = rd.episodes("r")
+    by = {e.task_id.split(".")[0]: e.agent for e in episodes}
+    assert by == {"@simulation": "ea=session, fin=session", "fin-per-diem": "session",
+                  "ea-travel-budget": "session", "fin-budget-answer": "oracle"}
+    assert [e.seed for e in episodes if e.task_id == "@simulation"] == [3]  # (its draw)
