@@ -14,9 +14,12 @@ clear reason, not the run.
 from __future__ import annotations
 
 import functools
+import inspect
 import json
+import threading
 import time
 import weakref
+from collections import OrderedDict
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -24,6 +27,7 @@ from typing import Any
 
 import anyio
 import openai
+import pydantic
 from anyio.lowlevel import RunVar, current_token
 from openai.types.chat import ChatCompletion
 
@@ -222,10 +226,12 @@ class Endpoint:
                     # (the request as it is, JSON already: ``chat.completions.create``
                     # would walk it against its typed parameters first, 3/4 of a call's
                     # client CPU for an agent's 36 KB request with its 64 functions)
-                    resp = await lane.pool.client().post(
-                        "/chat/completions", body=request, cast_to=ChatCompletion,
-                        options={"timeout": self.timeout})
-                    return resp, time.perf_counter() - t0
+                    body = {"content": request_body(request)} if _RAW_BODY else \
+                        {"body": request}  # (openai before 2: it serializes the request)
+                    raw = await lane.pool.client().post(
+                        "/chat/completions", cast_to=bytes,
+                        options={"timeout": self.timeout}, **body)
+                    return completion_of(raw), time.perf_counter() - t0
             except (openai.APITimeoutError, openai.APIConnectionError,
                     openai.InternalServerError, openai.RateLimitError) as exc:
                 last = exc
@@ -235,6 +241,58 @@ class Endpoint:
         raise EpisodeFailure(boundary, f"model endpoint {self.base_url} failed "
                              f"{self.max_retries + 1}"
                              f" times: {type(last).__name__}: {last}")
+
+
+_RAW_BODY = "content" in inspect.signature(openai.AsyncOpenAI.post).parameters
+"""The client takes a request's bytes as they are (``post(content=...)``)."""
+
+
+def completion_of(raw: bytes) -> ChatCompletion:
+    """A server's answer as a ``ChatCompletion``: validated from its JSON as a recorded answer
+    is when it is served again (pydantic's parser: a tenth of the client's own lenient
+    construction), or, where it does not validate (a server's own liberties), constructed
+    leniently as the client would. ValueError (JSONDecodeError, UnicodeDecodeError): not a
+    JSON object, what callers record as an unreadable reply."""
+    try:
+        return ChatCompletion.model_validate_json(raw)
+    except pydantic.ValidationError:
+        data = json.loads(raw)
+        if not isinstance(data, dict):
+            raise ValueError(f"a JSON {type(data).__name__}, not an object") from None
+        return ChatCompletion.construct(**data)
+
+
+_FUNCTIONS: OrderedDict[int, tuple[list[Any], bytes]] = OrderedDict()
+"""The functions lists sent lately, serialized (by identity; the list is kept with its bytes,
+so its id is not reused while it is here)."""
+_FUNCTIONS_KEPT = 64
+_FUNCTIONS_LOCK = threading.Lock()
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def request_body(request: dict[str, Any]) -> bytes:
+    """A chat request as the JSON bytes sent. An agent sends the same list of functions
+    (about 30 KB of schemas for all the tools) with every call and only its messages change,
+    so a functions list is serialized once and its text reused while the same list object
+    comes back (a list is never changed once it has been sent: agents make a new one)."""
+    parts = []
+    for key, value in request.items():
+        if key == "tools" and isinstance(value, list):
+            with _FUNCTIONS_LOCK:  # (loops in several threads: remote workers, sessions)
+                kept = _FUNCTIONS.get(id(value))
+                if kept is None or kept[0] is not value:
+                    kept = _FUNCTIONS[id(value)] = (value, _dumps(value).encode())
+                    if len(_FUNCTIONS) > _FUNCTIONS_KEPT:
+                        _FUNCTIONS.popitem(last=False)
+                else:
+                    _FUNCTIONS.move_to_end(id(value))
+            parts.append(b'"tools":' + kept[1])
+        else:
+            parts.append(f"{_dumps(key)}:{_dumps(value)}".encode())
+    return b"{" + b",".join(parts) + b"}"
 
 
 _CONTROL = frozenset(range(0x20)) - {0x09, 0x0A, 0x0D}
@@ -326,6 +384,8 @@ class OpenAIAgent(Actor):
     takes_re: bool = False
     """Its functions take ``re`` (the request an action is for), which goes to the kernel
     beside the action, not to the tool (a persistent seat's agent)."""
+    _bounded: tuple[list[dict[str, Any]], list[dict[str, Any]]] | None = field(
+        default=None, init=False, repr=False, compare=False)
 
     async def handle(self, envelope: Envelope, ctx: ActorContext) -> None:
         p = envelope.payload
@@ -348,8 +408,13 @@ class OpenAIAgent(Actor):
         # a fixed sampling seed per episode (its trial's): with greedy decoding by default,
         # two runs of one checkpoint differ only where the server is not deterministic, so a
         # comparison of two checkpoints is of their weights
-        tools = self.tools if self.endpoint.max_arg_chars is None else \
-            bounded_strings(self.tools, self.endpoint.max_arg_chars)
+        tools = self.tools
+        if self.endpoint.max_arg_chars is not None:  # (made once per functions list: the
+            # same list every call, so its JSON is made once too, see request_body)
+            if self._bounded is None or self._bounded[0] is not self.tools:
+                self._bounded = (self.tools, bounded_strings(self.tools,
+                                                             self.endpoint.max_arg_chars))
+            tools = self._bounded[1]
         return {"model": self.endpoint.model, "messages": self.messages, "tools": tools,
                 "tool_choice": "auto", "temperature": self.endpoint.temperature,
                 "max_tokens": self.endpoint.max_tokens, "seed": seed % 2**31}

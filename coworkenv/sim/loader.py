@@ -154,8 +154,10 @@ def _read_bounded(p: Path, limits: InputLimits) -> str:
     if st.st_size > cap:
         raise TaskFileError(str(p), [f"{st.st_size:,} bytes; task files are limited to "
                                      f"{limits.max_file_mb:g} MB (COWORKENV_MAX_TASK_FILE_MB)"])
-    with p.open("rb") as f:
-        raw = f.read(cap + 1)
+    with p.open("rb") as f:  # (a read of the size found, not of the cap: reading asks
+        raw = f.read(st.st_size + 1)  # for a buffer as large as the read; a file that grew
+        if len(raw) > st.st_size:  # since is read on, up to the cap)
+            raw += f.read(cap + 1 - len(raw))
     if len(raw) > cap:
         raise TaskFileError(str(p), [f"more than {limits.max_file_mb:g} MB "
                                      "(COWORKENV_MAX_TASK_FILE_MB)"])
