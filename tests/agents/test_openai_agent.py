@@ -239,3 +239,41 @@ def test_the_scripted_server_streams_what_it_would_answer_whole() -> None:
                          "arguments": '{"ticket_id": "T1", "assignee": "sam"}'}}
     assert [f for f in finish if f] == ["stop", "tool_calls"]
     assert usage is not None and usage.total_tokens == 110
+
+
+def test_a_request_is_sent_as_its_json_the_functions_made_once() -> None:
+    """The bytes sent are the request's JSON; a functions list seen before is not serialized
+    again (its text is kept by identity), and another list, even an equal one, is its own."""
+    import json as _json
+
+    from coworkenv.agents import agent_tools
+    from coworkenv.agents import openai_agent as oa
+
+    tools = agent_tools(["email_send", "docs_read"])
+    req = {"model": "m", "messages": [{"role": "user", "content": "caf\u00e9 \u2603"}],
+           "tools": tools, "temperature": 0.0}
+    assert _json.loads(oa.request_body(req)) == req
+    kept = oa._FUNCTIONS[id(tools)]
+    assert kept[0] is tools
+    oa.request_body({**req, "messages": []})
+    assert oa._FUNCTIONS[id(tools)] is kept  # (the same list: the same text, not made again)
+    other = agent_tools(["email_send"])
+    assert _json.loads(oa.request_body({**req, "tools": other}))["tools"] == other
+    assert oa._FUNCTIONS[id(other)][0] is other
+
+
+def test_an_answer_that_does_not_validate_is_read_as_the_client_would() -> None:
+    """A server's liberties (a finish reason of its own) are read leniently, as openai's client
+    reads them; what is not a JSON object is a ValueError (the agent's unreadable reply)."""
+    from coworkenv.agents.openai_agent import completion_of
+
+    ok = (b'{"id":"x","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,'
+          b'"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}]}')
+    assert completion_of(ok).choices[0].message.content == "hi"
+    odd = ok.replace(b'"stop"', b'"eos_token"')
+    c = completion_of(odd)
+    assert c.choices[0].message.content == "hi" and c.choices[0].finish_reason == "eos_token"
+    for bad, said in ((b"[1]", "a JSON list, not an object"), (b"", "Expecting value"),
+                      (b"<html>502</html>", "Expecting value")):
+        with pytest.raises(ValueError, match=said):
+            completion_of(bad)
