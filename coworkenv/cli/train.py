@@ -337,7 +337,7 @@ def train_seats_cmd(
 ) -> None:
     """GRPO for several agents of one simulation at once, each with its own model: every
     round plays --batch-size simulations of FILE with every seat stepped by its model, and
-    each seat is rewarded with the grade of its own arrival (see docs/how-to/training.md)."""
+    each seat is rewarded with the grade of its own arrival (see docs/how-to/train.md)."""
     _train_imports("train seats")
     from ..training.seats import SeatOptions, train_seats
 
@@ -349,9 +349,7 @@ def train_seats_cmd(
     try:
         loaded = load_simulation(file)
     except TaskFileError as exc:
-        raise fail(f"{exc.file}: {'; '.join(exc.problems[:3])}") from None
-    except OSError as exc:
-        raise fail(f"{file}: {exc.strerror or exc}") from None
+        raise fail(str(exc)) from None
     roster = {a.id for a in loaded.sim.roster}
     models: dict[str, str] = {}
     for given in model:

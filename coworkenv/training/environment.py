@@ -251,5 +251,6 @@ def reward_functions() -> list[Callable[..., list[float | None]]]:
     return [make(c) for c in COMPONENTS]
 
 
-def new_grpo_run_id() -> str:
-    return time.strftime("grpo-%Y%m%d-%H%M%S-") + f"{time.time_ns() % 1_000_000:06d}"
+def new_grpo_run_id(kind: str = "grpo") -> str:
+    """A run id for a training run's rollouts: ``KIND-date-time-micro``."""
+    return time.strftime(f"{kind}-%Y%m%d-%H%M%S-") + f"{time.time_ns() % 1_000_000:06d}"

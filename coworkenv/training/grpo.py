@@ -50,12 +50,12 @@ def train_grpo(model: str, tasks: list[Task], out: Path, db: Path,
     checkpoint folder. Rollout episodes are written to ``db``."""
     import datasets
     from transformers import AutoModelForCausalLM
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOTrainer
 
     from ..agents.chat import opening
     from .export import refuse_held_out
     from .serve import chat_tokenizer
-    from .sft import checkpointing, no_hub_kernels, prepare_model
+    from .sft import no_hub_kernels, prepare_model
 
     refuse_held_out("train grpo", tasks)
     no_hub_kernels()
@@ -83,15 +83,9 @@ def train_grpo(model: str, tasks: list[Task], out: Path, db: Path,
             rows.append({"prompt": opening(t.opening(me)),
                          "task_id": t.id, "environment": by_toolset[toolset]})
         ds = datasets.Dataset.from_list(rows)
-        cfg = GRPOConfig(
-            output_dir=str(out), max_steps=o.steps, learning_rate=o.learning_rate,
-            per_device_train_batch_size=o.batch_size, num_generations=o.num_generations,
-            max_completion_length=o.max_completion_length,
-            max_tool_calling_iterations=o.max_tool_calls, temperature=o.temperature,
-            beta=o.beta, reward_weights=_weights(o.reward_weights), logging_steps=1,
-            save_strategy="no", report_to="none", seed=o.seed, use_cpu=o.cpu,
-            bf16=not o.cpu, **checkpointing(GRPOConfig, False), use_vllm=o.use_vllm,
-            vllm_mode=o.vllm_mode, log_completions=False)
+        cfg = grpo_config(out, o, max_tool_calling_iterations=o.max_tool_calls,
+                          reward_weights=_weights(o.reward_weights), use_vllm=o.use_vllm,
+                          vllm_mode=o.vllm_mode)
         lm = AutoModelForCausalLM.from_pretrained(path)
         trainer = GRPOTrainer(model=lm, reward_funcs=reward_functions(), args=cfg,
                               train_dataset=ds, processing_class=tok,
@@ -112,6 +106,23 @@ def train_grpo(model: str, tasks: list[Task], out: Path, db: Path,
                "rewards": dict(rewards), "log_history": history}
     (out / "coworkenv-grpo.json").write_text(json.dumps(summary, indent=2, default=str))
     return summary
+
+
+def grpo_config(out: Path, o: Any, **extra: Any) -> Any:
+    """TRL's ``GRPOConfig`` as coworkenv trains: ``o``'s steps, learning rate, batch size,
+    group size, completion length, temperature, KL coefficient, seed and device (``cpu``),
+    a log line a step, no checkpoints during training, no reporting; ``extra``: the rest."""
+    from trl import GRPOConfig
+
+    from .sft import checkpointing
+
+    return GRPOConfig(
+        output_dir=str(out), max_steps=o.steps, learning_rate=o.learning_rate,
+        per_device_train_batch_size=o.batch_size, num_generations=o.num_generations,
+        max_completion_length=o.max_completion_length, temperature=o.temperature,
+        beta=o.beta, logging_steps=1, save_strategy="no", report_to="none", seed=o.seed,
+        use_cpu=o.cpu, bf16=not o.cpu, **checkpointing(GRPOConfig, False),
+        log_completions=False, **extra)
 
 
 def _weights(given: tuple[float, ...]) -> list[float]:

@@ -334,11 +334,12 @@ def train_seats(file: Path, models: Mapping[str, str], out: Path, db: Path,
     rounds' run ids."""
     import datasets
     from transformers import AutoModelForCausalLM
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOTrainer
 
     from .environment import new_grpo_run_id
+    from .grpo import grpo_config
     from .serve import chat_tokenizer
-    from .sft import checkpointing, no_hub_kernels, prepare_model
+    from .sft import no_hub_kernels, prepare_model
 
     no_hub_kernels()
     # rollout_func is TRL's experimental API: the warning says so on every trainer; this
@@ -356,11 +357,12 @@ def train_seats(file: Path, models: Mapping[str, str], out: Path, db: Path,
         agent_factory(o.then)  # (before any model is loaded)
     except ValueError as exc:
         raise ValueError(f"then: {exc}") from None
-    rid = run_id or new_grpo_run_id().replace("grpo-", "seats-")
+    rid = run_id or new_grpo_run_id("seats")
     seats = list(models)
+    paths = {sid: prepare_model(m) for sid, m in models.items()}
     toks: dict[str, Any] = {}
-    for sid, m in models.items():
-        toks[sid] = chat_tokenizer(prepare_model(m))
+    for sid, path in paths.items():
+        toks[sid] = chat_tokenizer(path)
         toks[sid].padding_side = "left"
 
     def placeholder(sid: str) -> list[int]:
@@ -370,19 +372,12 @@ def train_seats(file: Path, models: Mapping[str, str], out: Path, db: Path,
 
     rounds = Rounds(Path(file), seats, db, rid, o, placeholder)
     trainers: dict[str, Any] = {}
-    for sid, m in models.items():
+    for sid, path in paths.items():
         rows = [{"prompt": [{"role": "user", "content": f"arrivals of {sid} in {file}"}]}
                 for _ in range(o.steps * o.batch_size // o.num_generations)]
-        cfg = GRPOConfig(
-            output_dir=str(out / sid), max_steps=o.steps, learning_rate=o.learning_rate,
-            per_device_train_batch_size=o.batch_size, num_generations=o.num_generations,
-            max_completion_length=o.max_completion_length, temperature=o.temperature,
-            beta=o.beta, logging_steps=1, save_strategy="no", report_to="none", seed=o.seed,
-            use_cpu=o.cpu, bf16=not o.cpu, **checkpointing(GRPOConfig, False),
-            log_completions=False)
         trainers[sid] = GRPOTrainer(
-            model=AutoModelForCausalLM.from_pretrained(prepare_model(m)),
-            reward_funcs=[arrival_score], args=cfg, train_dataset=datasets.Dataset.from_list(rows),
+            model=AutoModelForCausalLM.from_pretrained(path), reward_funcs=[arrival_score],
+            args=grpo_config(out / sid, o), train_dataset=datasets.Dataset.from_list(rows),
             processing_class=toks[sid], rollout_func=rounds.rollout_func(sid, toks[sid]))
     errors: dict[str, BaseException] = {}
 
