@@ -1,6 +1,7 @@
 """The README and the documentation site work as written: every command of every ```bash
 block (the README's, then each page's in the site's order) runs, in order, in a temporary
-folder, with small settings for the long ones; every ```python block runs; the site builds
+folder per part of the site (PARTS: parts run side by side), with small settings for the long
+ones; every ```python block runs; the site builds
 with ``mkdocs build --strict``; what the pages say of the commands agrees with them. A command
 that no rule below covers fails the test, so a new documented command cannot go untested."""
 
@@ -119,7 +120,7 @@ def _free_port() -> int:
 
 @dataclass
 class Walk:
-    """Runs the README's commands in order in one folder."""
+    """Runs a part's commands in order in one folder."""
     home: Path
     model_url: str
     broker: tuple[str, int]
@@ -127,6 +128,7 @@ class Walk:
     background: list[subprocess.Popen[str]] = field(default_factory=list)
     ports: dict[int, int] = field(default_factory=dict)  # a documented port -> this walk's
     last_port: int | None = None
+    prefix: str = "lab"  # the bus prefix the pages' "lab" stands for (one per walk)
 
     def episode(self) -> str:
         """The longest completed episode recorded so far (for --episode, --at, --diff)."""
@@ -143,6 +145,8 @@ class Walk:
         host, port = self.broker
         line = line.replace("HOST:1883", f"{host}:{port}").replace("127.0.0.1:1883",
                                                                   f"{host}:{port}")
+        line = line.replace(f"{host}:{port}/lab", f"{host}:{port}/{self.prefix}")
+        line = line.replace("'lab/#'", f"'{self.prefix}/#'")
         if line.startswith(("coworkenv serve", "coworkenv view")):  # a free port of its own
             m = re.search(r"--port (\d+)", line)
             assert m and m[1] != "8000", f"a documented server names its port, not 8000 (the " \
@@ -239,15 +243,58 @@ def test_every_readme_command_is_covered() -> None:
                 f"placeholder {word!r} in {line!r} is not one tests/test_docs.py fills"
         assert "[" not in line.replace("[train]", "").replace("[0]", ""), \
             f"documented command with bracketed options (write them as comments): {line!r}"
+        assert " # " not in line, f"a comment set apart by one space is read as part of the " \
+                                  f"command (the walk appends its small settings after it; " \
+                                  f"set it apart by two): {line!r}"
+
+
+PARTS = {  # a walk of its own per part (own folder, own bus prefix), so the parts run side by
+    # side and each fits its own timeout: name -> (pages in the site's order, documented lines of
+    # other parts it needs run first)
+    "training": (["docs/tutorial.md", "docs/how-to/train.md"],
+                 ["coworkenv synth examples/workflows/*.yaml --n 1000 --out tasks.jsonl"]),
+    "workspace": (["README.md", "docs/index.md", "docs/how-to/run.md",
+                   "docs/how-to/write-a-task.md", "docs/how-to/writing-graders.md",
+                   "docs/how-to/evaluate.md", "docs/how-to/event-log.md",
+                   "docs/how-to/synthesize.md", "docs/how-to/app-plugin.md",
+                   "docs/how-to/primitive-plugin.md", "docs/reference/tools.md",
+                   "docs/design/bus.md"], []),
+    "simulations": (["docs/how-to/simulations.md", "docs/how-to/agents.md",
+                     "docs/how-to/serve.md"], []),
+    "benchmarks": (["docs/design/performance.md"], []),
+}
+
+
+def part_commands(name: str) -> list[str]:
+    """A part's commands: what its pages show, in the site's order, after the lines it needs
+    (the README's first line is the fresh install, a test of its own)."""
+    pages, needs = PARTS[name]
+    first = readme_commands()[0]
+    ordered = [p for p in doc_pages() if str(p.relative_to(ROOT)) in pages]
+    return [*needs, *(c for c in readme_commands(ordered) if c != first)]
+
+
+def test_every_page_is_in_one_part() -> None:
+    """Each page that shows commands is walked by exactly one part; what a part needs from
+    another part's pages is documented there, as written."""
+    named = [p for pages, _ in PARTS.values() for p in pages]
+    assert len(named) == len(set(named)), named
+    for page in doc_pages():
+        if readme_commands([page]):
+            assert str(page.relative_to(ROOT)) in named, f"{page}: in no part of PARTS"
+    every = readme_commands()
+    for name, (pages, needs) in PARTS.items():
+        assert all((ROOT / p).is_file() for p in pages), name
+        for line in needs:
+            assert line in every, f"part {name} needs {line!r}, which no page shows"
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("ray")  # (its `--ray auto` would join another test's Ray)
-@pytest.mark.timeout(1200)  # (about 80 commands in a row, a fresh install and training included)
-def test_the_docs_work_as_written(tmp_path: Path, broker: tuple[str, int]) -> None:
-    lines = readme_commands()
-    first, rest = lines[0], lines[1:]
-    # the first command, on a fresh copy of the project (its own venv, installed from scratch)
+@pytest.mark.timeout(900)
+def test_the_first_readme_command_works_on_a_fresh_copy(tmp_path: Path) -> None:
+    """The README's first command, on a fresh copy of the project (its own venv, installed from
+    scratch): the demo's twenty episodes and its check mark."""
+    first = readme_commands()[0]
     fresh = tmp_path / "fresh"
     files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True,
                            check=True).stdout.decode().split("\0")
@@ -257,11 +304,22 @@ def test_the_docs_work_as_written(tmp_path: Path, broker: tuple[str, int]) -> No
             shutil.copy2(ROOT / f, fresh / f)
     print(f"$ {first}  (in a fresh copy)", flush=True)
     r = subprocess.run(["bash", "-c", first], cwd=fresh, capture_output=True, text=True,
-                       timeout=900, env={k: v for k, v in os.environ.items()
+                       timeout=850, env={k: v for k, v in os.environ.items()
                                          if k != "VIRTUAL_ENV"})
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "20/20" in r.stderr and "✓" in r.stdout
-    # the rest, in order, in a folder that sees the project's examples, benchmarks and model
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1500)  # (tens of commands in a row; the training part trains three times)
+@pytest.mark.parametrize("part", [
+    pytest.param(name, marks=[pytest.mark.xdist_group("ray")]
+                 if name in ("workspace", "benchmarks") else [])
+    for name in PARTS])  # (workspace's `--ray auto` would join another test's Ray, such as the
+#                          Ray bench/scale.py starts in benchmarks)
+def test_the_docs_work_as_written(part: str, tmp_path: Path, broker: tuple[str, int]) -> None:
+    """One part's commands in order, in a folder that sees the project's examples, benchmarks
+    and model; a model server scripted to finish stands for "your model server"."""
     home = tmp_path / "home"
     home.mkdir()
     for name in ("examples", "bench", ".cache", "scripts"):
@@ -271,9 +329,9 @@ def test_the_docs_work_as_written(tmp_path: Path, broker: tuple[str, int]) -> No
                              tool_calls=[("finish", '{"summary": "done"}')],
                              finish_reason="tool_calls")
     with ScriptedOpenAIServer(default=agent_and_person) as model:
-        walk = Walk(home, model.base_url, broker, env)
+        walk = Walk(home, model.base_url, broker, env, prefix=f"lab-{part}")
         try:
-            for line in rest:
+            for line in part_commands(part):
                 walk.run(line)
         finally:
             walk.stop()
