@@ -22,10 +22,17 @@ While a round plays, the trainers wait; after it, they train one at a time (each
 holds the turn from its rollouts to its next request), so two trainers never share the
 process's accelerator state at once. Every simulation of every round is a recorded run in the
 store (run ids ``<run>-r<round>-<i>``), replayable and re-gradable like any.
+
+Sampling is keyed, not drawn from the process's random state: each model turn is sampled
+with a generator of its own, seeded by ``seed``, the seat, the round, the simulation and the
+turn (:class:`KeyedSampling`). Models generate side by side in threads and simulations take
+turns in whatever order they reach a model, yet a turn's tokens depend only on what the
+model read and that key: the same command with the same seed plays the same rounds.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import threading
@@ -99,13 +106,37 @@ def _suffix_ids(tok: Any, messages: list[dict[str, Any]]) -> list[int]:
     return list(tok(after[end:], add_special_tokens=False)["input_ids"])
 
 
-class SeatPolicy:
-    """One seat's model as its trainer holds it, generating one turn at a time (sampled), one
-    turn at a time per model (a lock: its simulations take turns; other seats' models run
-    beside it)."""
+class KeyedSampling:
+    """A logits processor that samples the next token itself, with a generator of its own
+    (at ``temperature``), and leaves only that token possible: generation run greedily then
+    takes it. The sample is a function of the generator's seed alone, not of the process's
+    random state, which other threads' generations move."""
 
-    def __init__(self, trainer: Any, tok: Any, options: SeatOptions) -> None:
-        self.trainer, self.tok, self.o = trainer, tok, options
+    def __init__(self, temperature: float, generator: Any) -> None:
+        self.temperature, self.generator = temperature, generator
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        import torch
+
+        probs = torch.softmax(scores.float() / self.temperature, dim=-1)
+        pick = torch.multinomial(probs, 1, generator=self.generator)
+        return torch.full_like(scores, float("-inf")).scatter_(1, pick, 0.0)
+
+
+def sample_seed(seed: int, *key: object) -> int:
+    """A generator's seed for one model turn: ``seed`` and the turn's key (seat, round,
+    simulation, turn), stable across processes and Python versions."""
+    text = ":".join(str(x) for x in (seed, *key))
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big") >> 1
+
+
+class SeatPolicy:
+    """One seat's model as its trainer holds it, generating one turn at a time (sampled with
+    a generator keyed by the turn: :class:`KeyedSampling`), one turn at a time per model (a
+    lock: its simulations take turns; other seats' models run beside it)."""
+
+    def __init__(self, trainer: Any, tok: Any, options: SeatOptions, seat: str = "") -> None:
+        self.trainer, self.tok, self.o, self.seat = trainer, tok, options, seat
         self.lock = threading.Lock()
 
     def prompt(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> list[int]:
@@ -113,8 +144,11 @@ class SeatPolicy:
                                                  add_generation_prompt=True, tokenize=True,
                                                  return_dict=True)["input_ids"])
 
-    def generate(self, ids: list[int], max_new: int) -> list[int]:
+    def generate(self, ids: list[int], max_new: int, key: tuple[object, ...] = ()) -> list[int]:
+        """The model's next turn after ``ids`` (at most ``max_new`` tokens, its end-of-turn
+        token kept), sampled with the generator of ``key`` (greedy at temperature 0)."""
         import torch
+        from transformers import LogitsProcessorList
 
         model = self.trainer.accelerator.unwrap_model(self.trainer.model)
         with self.lock, torch.no_grad():
@@ -122,11 +156,15 @@ class SeatPolicy:
             model.eval()
             try:
                 x = torch.tensor([ids], device=model.device)
-                sample = self.o.temperature > 0
+                keyed = LogitsProcessorList()
+                if self.o.temperature > 0:
+                    g = torch.Generator(device=model.device)
+                    g.manual_seed(sample_seed(self.o.seed, self.seat, *key))
+                    keyed.append(KeyedSampling(self.o.temperature, g))
                 out = model.generate(
                     x, attention_mask=torch.ones_like(x), max_new_tokens=max_new,
-                    do_sample=sample, temperature=self.o.temperature if sample else None,
-                    top_p=None, top_k=None, pad_token_id=self.tok.pad_token_id,
+                    do_sample=False, temperature=None, top_p=None, top_k=None,
+                    logits_processor=keyed, pad_token_id=self.tok.pad_token_id,
                     eos_token_id=self.tok.eos_token_id)
             finally:
                 model.train(was)
@@ -145,10 +183,10 @@ class SeatPolicy:
 
 
 async def play_seat(seat: Any, policy: SeatPolicy, run: str, tools: list[str] | None,
-                    placeholder: list[int]) -> SeatRollout:
+                    placeholder: list[int], key: tuple[object, ...] = ()) -> SeatRollout:
     """Step ``seat`` (a :class:`~coworkenv.runtime.simsession.SeatSession`) through its next
     arrival with ``policy``; let it go after. The rollout's tokens are what the model read
-    and wrote."""
+    and wrote; model turn t is sampled with the key ``(*key, t)``."""
     from ..agents.chat import agent_tools
     from ..sim.task import resolve_toolset
 
@@ -173,7 +211,7 @@ async def play_seat(seat: Any, policy: SeatPolicy, run: str, tools: list[str] | 
             _, reward, done, info = await seat.step(Action.end())
             break
         new = await anyio.to_thread.run_sync(policy.generate, prompt + completion,
-                                             min(o.max_turn_tokens, room))
+                                             min(o.max_turn_tokens, room), (*key, turns))
         turns += 1
         completion += new
         mask += [1] * len(new)
@@ -245,7 +283,7 @@ class Rounds:
 
     def rollout_func(self, seat: str, tok: Any) -> Callable[[list[Any], Any], dict[str, Any]]:
         def rollout(prompts: list[Any], trainer: Any) -> dict[str, Any]:
-            self.policies.setdefault(seat, SeatPolicy(trainer, tok, self.o))
+            self.policies.setdefault(seat, SeatPolicy(trainer, tok, self.o, seat))
             self.let_go(seat)  # (its training step is over: the others may train)
             got = self._take(seat, len(prompts))
             self.turn.acquire()
@@ -302,7 +340,7 @@ class Rounds:
                                          then=self.o.then, seed=seed) as s:
                 async def seat(sid: str) -> None:
                     got[sid][i] = await play_seat(s.seats[sid], self.policies[sid], run,
-                                                  self.o.tools, self.placeholder(sid))
+                                                  self.o.tools, self.placeholder(sid), (k, i))
 
                 async with anyio.create_task_group() as tg:
                     for sid in self.seats:

@@ -77,3 +77,88 @@ def test_the_multi_turn_completion_is_the_conversation_the_model_read() -> None:
     ids = (tok(prompt, add_special_tokens=False)["input_ids"]
            + tok(turn, add_special_tokens=False)["input_ids"] + _suffix_ids(tok, [told]))
     assert tok.decode(ids) == whole
+
+
+def test_keyed_sampling_samples_at_its_temperature() -> None:
+    """The keyed sampler is a sampler: tokens at the frequencies softmax(scores / T) gives,
+    the same draws for the same seed whatever the process's random state."""
+    import torch
+
+    from coworkenv.training.seats import KeyedSampling, sample_seed
+
+    scores = torch.log(torch.tensor([[0.7, 0.2, 0.1]]))
+
+    def draws(temperature: float, seed: int, n: int = 4000) -> list[int]:
+        g = torch.Generator().manual_seed(seed)
+        sampler = KeyedSampling(temperature, g)
+        out = []
+        for _ in range(n):
+            kept = sampler(None, scores)
+            assert int(torch.isfinite(kept).sum()) == 1  # (one token left: greedy takes it)
+            out.append(int(kept.argmax()))
+        return out
+
+    at_1 = draws(1.0, 7)
+    assert abs(at_1.count(0) / len(at_1) - 0.7) < 0.03
+    hot = torch.softmax(scores / 0.5, dim=-1)[0]  # (0.7^2 / (0.49 + 0.04 + 0.01))
+    at_half = draws(0.5, 7)
+    assert abs(at_half.count(0) / len(at_half) - float(hot[0])) < 0.03
+    torch.manual_seed(123)
+    again = draws(1.0, 7, 200)
+    torch.rand(1000)
+    assert draws(1.0, 7, 200) == again == at_1[:200]
+    assert sample_seed(0, "ea", 0, 1, 2) == sample_seed(0, "ea", 0, 1, 2)
+    assert len({sample_seed(0, "ea", 0, i, 0) for i in range(50)} |
+               {sample_seed(0, "fin", 0, i, 0) for i in range(50)}) == 100
+
+
+@pytest.mark.slow
+@pytest.mark.model
+def test_a_seats_turn_depends_on_its_key_not_on_other_threads() -> None:
+    """A seat's model turn is a function of what it read and its key (seat, round,
+    simulation, turn): the same with the process's random state moved, the same when two
+    seats' models generate at once in two threads; another key, another sample."""
+    import threading
+    from types import SimpleNamespace
+
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from coworkenv.training.seats import SeatOptions, SeatPolicy
+    from coworkenv.training.sft import prepare_model
+
+    if not GGUF.exists():
+        pytest.fail(f"{GGUF}: the offline model is missing (scripts/test.sh fetches it)")
+    path = prepare_model(str(GGUF))
+    tok = AutoTokenizer.from_pretrained(path)
+    o = SeatOptions(temperature=1.0, seed=3)
+
+    def policy(seat: str) -> SeatPolicy:  # (what a seat needs of TRL's trainer: its model)
+        trainer = SimpleNamespace(model=AutoModelForCausalLM.from_pretrained(path),
+                                  accelerator=SimpleNamespace(unwrap_model=lambda m: m))
+        return SeatPolicy(trainer, tok, o, seat)
+
+    ea, fin = policy("ea"), policy("fin")
+    ids = list(tok.apply_chat_template([{"role": "user", "content": "Ask finance for the Q3 "
+                                         "budget."}], add_generation_prompt=True,
+                                       tokenize=True, return_dict=True)["input_ids"])
+    alone = ea.generate(ids, 12, (0, 1, 0))
+    torch.manual_seed(99)
+    torch.rand(10_000)
+    assert ea.generate(ids, 12, (0, 1, 0)) == alone
+    side: dict[str, list[int]] = {}
+
+    def turn(p: SeatPolicy, key: tuple[object, ...]) -> None:
+        for _ in range(3):
+            side[f"{p.seat}{key}"] = p.generate(ids, 12, key)
+
+    threads = [threading.Thread(target=turn, args=(ea, (0, 1, 0))),
+               threading.Thread(target=turn, args=(fin, (0, 1, 0)))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert side["ea(0, 1, 0)"] == alone
+    assert side["fin(0, 1, 0)"] == fin.generate(ids, 12, (0, 1, 0))
+    others = [ea.generate(ids, 12, (0, i, 0)) for i in (2, 3, 4)]
+    assert any(x != alone for x in others)  # (another simulation of the group: its own draw)
