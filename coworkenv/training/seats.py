@@ -26,8 +26,8 @@ store (run ids ``<run>-r<round>-<i>``), replayable and re-gradable like any.
 Sampling is keyed, not drawn from the process's random state: each model turn is sampled
 with a generator of its own, seeded by ``seed``, the seat, the round, the simulation and the
 turn (:class:`KeyedSampling`). Models generate side by side in threads and simulations take
-turns in whatever order they reach a model, yet a turn's tokens depend only on what the
-model read and that key: the same command with the same seed plays the same rounds.
+turns in whatever order they reach a model, yet a turn's tokens depend only on the model's
+weights, what it read and that key.
 """
 
 from __future__ import annotations
