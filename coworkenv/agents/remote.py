@@ -51,6 +51,7 @@ from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ..bus import Bus, BusError, BusTimeoutError, Envelope, new_id
 from ..sim.actor import Actor, ActorContext, ModelEndpoint
@@ -70,6 +71,12 @@ MAX_MOVES = 3
 CLAIM_HELD_S = 120.0
 """How long a worker keeps room for an episode it claimed whose first request has not come
 (as long as a bus takes an envelope as fresh: the request may have waited out an outage)."""
+IDLE_HELD_S = 1800.0
+"""How long a worker keeps an episode that has had no request (its runner's end notice never
+came: the runner was killed, or the notice was lost) before it lets it go and its room."""
+ENDS_BUFFER = 4096
+"""End notices a pool holds for the bus at most (one more is dropped: that worker lets the
+episode go after IDLE_HELD_S instead)."""
 
 
 @dataclass
@@ -108,18 +115,46 @@ class RemotePool:
         self._turn = 0
         self._given: dict[str, int] = {}
         """The turn (of claims) at which each worker was last given an episode."""
+        self._ends: MemoryObjectSendStream[tuple[str, str, str]] | None = None
+        self._ends_told = anyio.Event()
 
     async def __aenter__(self) -> RemotePool:
+        self._ends, ends = anyio.create_memory_object_stream[tuple[str, str, str]](ENDS_BUFFER)
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
         await self._tg.start(self._listen, name="remote-pool")
+        self._tg.start_soon(self._tell_ends, ends, name="remote-pool-ends")
         return self
 
     async def __aexit__(self, et: type[BaseException] | None, ev: BaseException | None,
                         tb: TracebackType | None) -> None:
         assert self._tg is not None
+        if self._ends is not None:  # the last end notices go out (a moment at most)
+            self._ends.close()
+            with anyio.CancelScope(shield=True), anyio.move_on_after(2.0):
+                await self._ends_told.wait()
         self._tg.cancel_scope.cancel()
         await self._tg.__aexit__(et, ev, tb)
+
+    def end(self, worker_id: str, run: str, episode: str) -> None:
+        """An episode that worker holds is over (whatever ended it): its room in this pool's
+        count is free, and the worker is told to let the episode go (``agent.end``, sent
+        soon after by the pool; a worker that never hears it lets the episode go once idle
+        for IDLE_HELD_S)."""
+        self.release(worker_id)
+        if self._ends is not None:
+            with contextlib.suppress(anyio.WouldBlock, anyio.ClosedResourceError):
+                self._ends.send_nowait((worker_id, run, episode))
+
+    async def _tell_ends(self, ends: MemoryObjectReceiveStream[tuple[str, str, str]]) -> None:
+        async with ends:
+            async for worker_id, run, episode in ends:
+                note = Envelope(run=run, episode=episode,
+                                topic=self.bus.topic(run, episode, "agent", worker_id),
+                                sender="kernel", kind="agent.end", payload={})
+                with contextlib.suppress(BusError):
+                    await self.bus.publish(note)
+        self._ends_told.set()
 
     async def _listen(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
         async with self.bus.subscribe(f"{self.bus.prefix}/_workers/+") as sub:
@@ -254,6 +289,10 @@ class RemoteAgentProxy(Actor):
     done: bool = False
     episode: str | None = None
     group: str = ""
+    held: tuple[str, str] | None = None
+    """(run, episode id) its worker holds the agent under, once a worker took it."""
+    finished: bool = False
+    """The agent finished (its worker let the episode go by itself)."""
     sent: list[tuple[Envelope, int]] = field(default_factory=list)
     """A simulation's arrival: the envelopes given to its worker so far, each with the tool
     calls made before it (for another worker, if that one is lost: its agent then makes the
@@ -284,6 +323,7 @@ class RemoteAgentProxy(Actor):
         if self.worker is None:
             self.worker = await self.pool.assign(envelope.run, held, envelope.sim_time,
                                                  self.group)
+            self.held = (envelope.run, held)
             if self.episode is not None:  # (a simulation: which worker took which arrival)
                 ctx.record("agent.worker", {"worker": self.worker.worker_id,
                                             "group": self.group})
@@ -349,6 +389,15 @@ class RemoteAgentProxy(Actor):
             ctx.send(to, a["kind"], a["payload"], delay=a.get("delay", 0.0))
             if a["kind"] == "finish":
                 self.pool.release(w.worker_id)
+                self.finished = True
+
+    def ended(self) -> None:
+        """The episode or arrival is over without the agent's ``finish`` (turns or time ran
+        out, the simulation ended, it failed): its worker is told to let it go (it would
+        keep its room for it, and fill up)."""
+        if self.worker is not None and self.held is not None and not self.finished:
+            self.pool.end(self.worker.worker_id, *self.held)
+            self.finished = True
 
 
 # the worker's side ------------------------------------------------------------------------
@@ -434,6 +483,8 @@ class Worker:
         self.episodes: dict[str, tuple[Actor, ActorContext, _Collector]] = {}
         self.claimed: dict[str, float] = {}
         """Episodes claimed whose first request has not come yet (when claimed)."""
+        self.seen: dict[str, float] = {}
+        """When each episode held last had a request (``time.monotonic()``)."""
         self.handled = 0
         self._limit = anyio.Semaphore(capacity)
         self._busy: set[str] = set()
@@ -454,6 +505,9 @@ class Worker:
                 async for req in sub:
                     if req.kind == "agent.claim":
                         await self._claim(req)
+                        continue
+                    if req.kind == "agent.end":  # (its runner is done with it)
+                        self._let_go(f"{req.run}/{req.episode}")
                         continue
                     corr = req.correlation_id or req.id
                     if corr in self._busy:
@@ -482,6 +536,11 @@ class Worker:
         with contextlib.suppress(BusError):
             await self.bus.publish(self._presence(stopping=stopping))
 
+    def _let_go(self, key: str) -> None:
+        self.episodes.pop(key, None)
+        self.claimed.pop(key, None)
+        self.seen.pop(key, None)
+
     async def _claim(self, claim: Envelope) -> None:
         """Answer a claim: held while there is room (episodes held and claimed, below
         capacity), else full (the runner asks the next worker)."""
@@ -489,6 +548,9 @@ class Worker:
         for key, at in list(self.claimed.items()):
             if now - at > CLAIM_HELD_S:  # claimed, never started (its runner went elsewhere)
                 del self.claimed[key]
+        for key, at in list(self.seen.items()):
+            if now - at > IDLE_HELD_S:  # held, no request since (its end notice never came)
+                self._let_go(key)
         key = f"{claim.run}/{claim.episode}"
         full = len(self.episodes) + len(self.claimed) >= self.capacity \
             or claim.payload.get("group", "") != self.group
@@ -538,6 +600,7 @@ class Worker:
         if key not in self.episodes:
             return "agent.error", {"error": f"unknown episode {key} (worker restarted?)"}
         agent, ctx, col = self.episodes[key]
+        self.seen[key] = time.monotonic()
         col.now = env.sim_time
         col.actions, col.records = [], []
         col.recorded = deque(req.payload.get("answers") or ())
@@ -548,7 +611,7 @@ class Worker:
         except EpisodeFailure as exc:
             return "agent.error", {"error": exc.message}
         if any(a["kind"] == "finish" for a in col.actions):
-            self.episodes.pop(key, None)
+            self._let_go(key)
         self.handled += 1
         out: dict[str, Any] = {"actions": col.actions, "records": col.records,
                                "tool_calls": ctx.tool_calls}

@@ -189,3 +189,17 @@ class Actor(ABC):
     @abstractmethod
     async def handle(self, envelope: Envelope, ctx: ActorContext) -> None:
         """React to one envelope. Raising fails the episode at this actor's boundary."""
+
+    def ended(self) -> None:  # noqa: B027 (optional: most actors hold nothing elsewhere)
+        """The episode (or a simulation's arrival) this actor played is over and its result
+        taken. Nothing by default; an actor that holds something elsewhere for it (a remote
+        worker's room) lets it go here. Called once, outside any ``handle``; it must not
+        raise."""
+
+
+def let_go(actor: object) -> None:
+    """``actor.ended()``, where the actor has it (an object with only ``handle``, all an
+    actor needed before ``ended``, holds nothing to let go)."""
+    ended = getattr(actor, "ended", None)
+    if callable(ended):
+        ended()

@@ -24,7 +24,7 @@ from ..bus import Bus, Envelope, Subscription
 from ..store import EventRecord, EventsHasher, EventStore
 from ..store._records import encode_payload
 from ..workspace import WorkspaceState, apply_event
-from .actor import Actor, ActorContext, ModelEndpoint
+from .actor import Actor, ActorContext, ModelEndpoint, let_go
 from .checks import CheckResult
 from .clock import Clock, VirtualClock
 from .errors import Boundary, EpisodeFailure
@@ -229,6 +229,8 @@ class EpisodeKernel:
         taken: they refer back to the kernel, and such a cycle is freed only by a full garbage
         collection, which a long run makes rarely (see ``RunOptions.tune_gc``): thousands of
         finished episodes would wait for it in memory."""
+        for actor in self.actors.values():
+            let_go(actor)  # (a remote agent's worker lets the episode go)
         self._contexts.clear()
         self.actors.clear()
         self.tools.record = None  # (the kernel's bound method)

@@ -121,6 +121,33 @@ def test_killing_a_worker_mid_run_loses_no_episode(tmp_path: Path, prefix: str,
     assert any("last will" in r for r in reasons), reasons
 
 
+def test_episodes_ended_without_finish_give_the_worker_its_room_back(
+        tmp_path: Path, prefix: str, cleanup: list[subprocess.Popen[str]]) -> None:
+    """An episode that ends without the agent's finish (here its turns run out) is let go by
+    its worker when the runner says so: a worker of capacity 2 serves 6 such episodes in a
+    row (it kept each one and, full after 2, refused every claim: the run waited forever)."""
+    from coworkenv.agents.fake_openai import ScriptedOpenAIServer, tool
+
+    db = tmp_path / "ended.db"
+    with ScriptedOpenAIServer(default=tool("directory_search", query="onboarding")) as model:
+        proc = subprocess.Popen([*CLI, "worker", "--bus", prefix, "--worker-id", "wE",
+                                 "--capacity", "2", "--agent", "openai:m", "--base-url",
+                                 model.base_url], cwd=ROOT, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+        cleanup.append(proc)
+        assert proc.stdout is not None and "serving" in proc.stdout.readline()
+        out = subprocess.run([*CLI, "run", "--tasks", "examples/tasks", "--only",
+                              "share-onboarding", "--agent", "remote", "--bus", prefix,
+                              "--db", str(db), "--trials", "6", "--max-turns", "1",
+                              "--concurrency", "1", "--quiet"], cwd=ROOT, capture_output=True,
+                             text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    with sqlite3.connect(db) as c:
+        ended = c.execute("SELECT status, termination, count(*) FROM episodes GROUP BY 1, 2"
+                          ).fetchall()
+    assert ended == [("completed", "max_turns", 6)]
+
+
 def test_remote_runs_need_a_shared_key_and_a_stranger_serves_nothing(
         tmp_path: Path, prefix: str, cleanup: list[subprocess.Popen[str]]) -> None:
     """Without COWORKENV_BUS_KEY neither a worker nor a remote run starts (one line, exit 2);

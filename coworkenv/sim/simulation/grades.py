@@ -14,7 +14,7 @@ from ...store import EventRecord, EventStore, events_hash
 from ...store._records import encode_payload
 from ...workspace import WorkspaceState, apply_event
 from ...workspace.models import canonical_json
-from ..actor import Actor
+from ..actor import Actor, let_go
 from ..clock import Clock
 from ..episode import save_grade
 from ..eventlog import EventLog
@@ -272,6 +272,8 @@ class Grading:
             hub = self.actors.get(m.person)
             if isinstance(hub, PersonHub):
                 hub.personas.pop(a.key, None)
+        if live.agent is not None:
+            let_go(live.agent)  # (a remote agent's worker lets the arrival go)
         live.agent = None
         self.live.pop(a.key, None)
         q = self.queues[live.seat.id]
