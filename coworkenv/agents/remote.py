@@ -363,9 +363,8 @@ class RemoteAgentProxy(Actor):
         try:
             reply = await self._ask(envelope, ctx, held)
         except BusTimeoutError as exc:
-            if self.episode is None or self.worker is None:  # (a run's episode: retried)
-                if self.worker is not None:
-                    self.pool.release(self.worker.worker_id)
+            if self.episode is None or self.worker is None:  # (a run's episode: retried;
+                # its place is given back when it is over: ended)
                 raise EpisodeFailure("agent", str(exc), retryable=True) from None
             reply = await self._move(envelope, ctx, held, str(exc))
         w = self.worker
