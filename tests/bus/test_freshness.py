@@ -166,6 +166,55 @@ async def test_a_worker_starts_only_episodes_it_claimed(broker: tuple[str, int])
         tg.cancel_scope.cancel()
 
 
+async def test_a_worker_lets_an_episode_go_when_told_or_when_idle(
+        broker: tuple[str, int], monkeypatch: pytest.MonkeyPatch) -> None:
+    """An episode that has not finished holds its place of the worker's capacity until the
+    runner says it is over (``agent.end``), or, with no word from its runner (killed), until
+    it has had no request for IDLE_HELD_S."""
+    from coworkenv.agents import remote
+    from coworkenv.sim.actor import Actor, ActorContext
+
+    class Silent(Actor):  # (an agent that never finishes)
+        async def handle(self, envelope: Envelope, ctx: ActorContext) -> None:
+            return
+
+    prefix = f"fresh{new_id()[:6]}"
+    wbus, rbus = MqttBus(*broker, prefix=prefix), MqttBus(*broker, prefix=prefix)
+    worker = Worker(wbus, lambda setup: Silent(), "silent", capacity=1, worker_id="wI")
+
+    def to_worker(ep: str, kind: str, payload: dict[str, Any]) -> Envelope:
+        return Envelope(run="r", episode=ep, topic=rbus.topic("r", ep, "agent", "wI"),
+                        sender="kernel", kind=kind, payload=payload)
+
+    async def start(ep: str) -> str:
+        reply = await rbus.request(to_worker(ep, "agent.claim", {"group": ""}), timeout=10)
+        if reply.kind != "agent.claimed":
+            return reply.kind
+        first = Envelope(run="r", episode=ep, topic=rbus.topic("r", ep, "agent"), sender="u",
+                         kind="task", payload={})
+        reply = await rbus.request(to_worker(ep, "agent.request", {
+            "envelope": first.model_dump(mode="json"),
+            "setup": {"seed": 1, "person": "p", "actors": {}, "start": "2026-01-05T09:00:00",
+                      "reference": None}}), timeout=10)
+        assert reply.kind == "agent.actions", reply.payload
+        return "held"
+
+    async with wbus, rbus, anyio.create_task_group() as tg:
+        await tg.start(worker.serve)
+        assert await start("e1") == "held"
+        assert await start("e2") == "agent.full"  # (e1 is not over)
+        await rbus.publish(to_worker("e1", "agent.end", {}))
+        with anyio.fail_after(5):
+            while "r/e1" in worker.episodes:
+                await anyio.sleep(0.05)
+        assert await start("e2") == "held"
+        monkeypatch.setattr(remote, "IDLE_HELD_S", 0.2)
+        await anyio.sleep(0.3)
+        assert await start("e3") == "held"  # (e2, idle past IDLE_HELD_S, let go at the claim)
+        assert set(worker.episodes) == {"r/e3"}
+        tg.cancel_scope.cancel()
+
+
 def test_a_sender_s_counts_out_of_order_are_taken_once_and_far_behind_refused() -> None:
     f = Freshness(time.time(), max_age=60, max_skew=5)
     now = time.time()
