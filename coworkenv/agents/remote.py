@@ -287,12 +287,11 @@ class RemoteAgentProxy(Actor):
     role: str = "agent"
     worker: WorkerInfo | None = None
     done: bool = False
+    """Its worker has let the episode go (the agent finished) or been told to (ended)."""
     episode: str | None = None
     group: str = ""
     held: tuple[str, str] | None = None
     """(run, episode id) its worker holds the agent under, once a worker took it."""
-    finished: bool = False
-    """The agent finished (its worker let the episode go by itself)."""
     sent: list[tuple[Envelope, int]] = field(default_factory=list)
     """A simulation's arrival: the envelopes given to its worker so far, each with the tool
     calls made before it (for another worker, if that one is lost: its agent then makes the
@@ -388,15 +387,15 @@ class RemoteAgentProxy(Actor):
             ctx.send(to, a["kind"], a["payload"], delay=a.get("delay", 0.0))
             if a["kind"] == "finish":
                 self.pool.release(w.worker_id)
-                self.finished = True
+                self.done = True
 
     def ended(self) -> None:
         """The episode or arrival is over without the agent's ``finish`` (turns or time ran
         out, the simulation ended, it failed): its worker is told to let it go (it would
         keep its room for it, and fill up)."""
-        if self.worker is not None and self.held is not None and not self.finished:
+        if self.worker is not None and self.held is not None and not self.done:
             self.pool.end(self.worker.worker_id, *self.held)
-            self.finished = True
+            self.done = True
 
 
 # the worker's side ------------------------------------------------------------------------
