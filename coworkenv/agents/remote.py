@@ -103,10 +103,15 @@ class RemotePool:
     """The runner's view of the live workers (from their heartbeats)."""
 
     def __init__(self, bus: Bus, *, heartbeat_timeout: float = 4.0,
-                 wait_for_worker: float = 60.0) -> None:
+                 wait_for_worker: float = 60.0, serial: bool = False) -> None:
         self.bus = bus
         self.heartbeat_timeout = heartbeat_timeout
         self.wait_for_worker = wait_for_worker
+        self.serial = serial
+        """The pool's runner waits for each claim before anything else moves (a simulation:
+        its kernel awaits the arrival's agent), so places its own open episodes hold cannot
+        free while a claim waits: with every live worker's places held by them, the claim
+        fails at once (it would wait forever) instead of waiting for room."""
         self.workers: dict[str, WorkerInfo] = {}
         self.gone: dict[str, str] = {}
         """Workers that said they stop: why each was lost."""
@@ -240,7 +245,8 @@ class RemotePool:
         holds the episode. While all are full (or none can be claimed: its last will came,
         or it left a claim unanswered) claims go out again as heartbeats come, as long as any
         is alive; with none for ``wait_for_worker`` seconds, the episode fails. ``group``:
-        only workers of that group (``coworkenv worker --group``)."""
+        only workers of that group (``coworkenv worker --group``). A ``serial`` pool's claim
+        fails at once when its own open episodes hold every live place (see ``serial``)."""
         deadline = time.monotonic() + self.wait_for_worker
         while True:
             live = self.live(group)
@@ -249,6 +255,8 @@ class RemotePool:
                 for w in self._claimable(live):
                     if await self._claim(w, run, episode, sim_time, group):
                         return w
+                if self.serial and all(w.episodes >= w.capacity for w in live):
+                    raise EpisodeFailure("agent", self._no_room(live, group))
             left = deadline - time.monotonic()
             if left <= 0:
                 of = f" of group {group!r}" if group else ""
@@ -260,6 +268,18 @@ class RemotePool:
                                      "key: give both the same COWORKENV_BUS_KEY)")
             with anyio.move_on_after(min(left, 0.5)):
                 await self._changed.wait()
+
+    @staticmethod
+    def _no_room(live: list[WorkerInfo], group: str) -> str:
+        places = sum(w.capacity for w in live)
+        of = f" of group {group!r}" if group else ""
+        return (f"no room for this arrival: the {len(live)} live remote worker(s){of} have "
+                f"{places} place(s) (--capacity), all held by this simulation's open "
+                "arrivals, and the simulation waits on this one (none of them can end "
+                "meanwhile). A simulation needs a place for every arrival open at once, at "
+                "least one per remote agent: start more workers (`coworkenv worker`"
+                + (f" --group {group}" if group else "") + ") or give them a larger "
+                "--capacity")
 
     def release(self, worker_id: str) -> None:
         w = self.workers.get(worker_id)

@@ -366,6 +366,8 @@ def print_model(model: dict[str, Any], title: str = "model use", most_days: int 
 
 def summary_of(result: Any, loaded: Any = None, price: tuple[float, float] | None = None
                ) -> dict[str, Any]:
+    from ..runtime.simreport import failed
+
     days = result.sim_seconds / 86400
     clock: dict[str, Any] = {}
     if loaded is not None:
@@ -377,6 +379,7 @@ def summary_of(result: Any, loaded: Any = None, price: tuple[float, float] | Non
         "run": result.run_id, "simulation": result.simulation, "arrivals": len(result.outcomes),
         "pass_rate": round(result.pass_rate, 4), "passed": result.passed,
         "by_agent": result.by("agent"), "by_family": result.by("family"),
+        "failed": failed(result.outcomes),
         "checks": [{"id": c.id, "passed": c.passed, "detail": c.detail} for c in result.checks],
         "events": result.event_count, "events_hash": result.events_hash,
         "state_hash": result.state_hash, "simulated_days": round(days, 3),
@@ -438,6 +441,10 @@ def print_summary(s: dict[str, Any]) -> None:
                   f"{s['wall_seconds']:.2f} s, {s['events']} events (hash "
                   f"{s['events_hash'][:16]}); at most {s['backlog_max']} arrivals open at one "
                   "time (waiting or in work)", highlight=False)
+    bad = s.get("failed") or {}
+    if bad.get("arrivals"):
+        console.print(f"[red]{bad['arrivals']} arrival(s) failed[/red] (the first: "
+                      f"{bad['first']})", highlight=False)
     answers = s.get("model_answers") or {}
     if answers.get("recorded"):
         console.print(f"model answers: {answers['recorded']} served from the recording "

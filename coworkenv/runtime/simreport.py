@@ -31,6 +31,14 @@ def figures(outcomes: list[ArrivalOutcome]) -> dict[str, Any]:
             "response_h_max": round(resp[-1], 3) if resp else None}
 
 
+def failed(outcomes: list[ArrivalOutcome]) -> dict[str, Any]:
+    """The arrivals that failed (not a poor grade: the agent, its worker, its model server or
+    a grader could not carry them): how many, and the first one's reason."""
+    bad = [o for o in outcomes if o.failure]
+    return {"arrivals": len(bad), "first": f"{bad[0].key}: {bad[0].failure}"} if bad else \
+        {"arrivals": 0}
+
+
 def simulation_report(reader: Any, run_id: str, price: tuple[float, float] | None = None
                       ) -> dict[str, Any] | None:
     """A simulation run's own figures as the store holds them (None: not a simulation): its
@@ -58,11 +66,12 @@ def simulation_report(reader: Any, run_id: str, price: tuple[float, float] | Non
             str(o.get("agent", "")), float(o.get("arrived", 0.0)), o.get("started"),
             float(o.get("finished", 0.0)), str(e.termination), e.status,
             float(g["completion"] or 0.0), float(g["score"] or 0.0), bool(g["passed"]),
-            float(o.get("response_hours", 0.0)), str(e.events_hash or "")))
+            float(o.get("response_hours", 0.0)), str(e.events_hash or ""),
+            failure=f"{e.failure_boundary}: {e.failure}" if e.failure else None))
     return {"simulation": sim.outcome.get("simulation"), "status": sim.status,
             "checks": sim.outcome.get("checks", []), "arrivals": len(outcomes),
             "events": sim.event_count, "events_hash": sim.events_hash,
-            "by_agent": figures_by(outcomes, "agent"),
+            "by_agent": figures_by(outcomes, "agent"), "failed": failed(outcomes),
             "by_family": figures_by(outcomes, "family"),
             "model": model_figures(sim.outcome.get("model_use") or {},
                                    sim.outcome.get("model_by_day") or {}, by_arrival,

@@ -374,7 +374,7 @@ async def asimulate(config: SimulationConfig, *, interrupt: Interrupt | None = N
     async with _final_state(p.db, p.run_id, stop) as run, stop.listening(), bus, \
             _closed_whole(EventStore(p.db)) as store, contextlib.AsyncExitStack() as stack:
         if remote:  # the agents that workers serve (over the bus), each arrival its own
-            pool = await stack.enter_async_context(RemotePool(bus))
+            pool = await stack.enter_async_context(RemotePool(bus, serial=True))
             for sid in remote:
                 factories[sid] = _remote_factory(pool, p.run_id, specs[sid].model,
                                                  RemoteAgentProxy)

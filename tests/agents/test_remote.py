@@ -202,3 +202,28 @@ def test_no_worker_names_the_key_as_well_as_the_bus() -> None:
 
     said = anyio.run(main)
     assert "with the same --bus" in said and "COWORKENV_BUS_KEY" in said, said
+
+
+def test_a_simulation_with_fewer_worker_places_than_open_arrivals_says_so(
+        tmp_path: Path, prefix: str, cleanup: list[subprocess.Popen[str]]) -> None:
+    """A simulation waits on each arrival's agent before anything else moves, so its open
+    arrivals cannot end while another waits for a place: with one worker of capacity 1 and
+    the hand-off simulation (the assistant's arrival stays open while finance's comes), the
+    finance arrivals fail at once naming the remedy, the simulation runs to its end, and the
+    summary says how many failed (before: it waited forever)."""
+    import json
+
+    proc = subprocess.Popen([*CLI, "worker", "--bus", prefix, "--worker-id", "wN",
+                             "--capacity", "1"], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    cleanup.append(proc)
+    assert proc.stdout is not None and "serving" in proc.stdout.readline()
+    out = subprocess.run([*CLI, "simulate", "examples/simulations/handoff.yaml", "--agent",
+                          "remote", "--bus", prefix, "--db", str(tmp_path / "n.db"),
+                          "--json"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    s = json.loads(out.stdout)
+    assert s["arrivals"] == 8 and s["failed"]["arrivals"] == 4, s["failed"]
+    first = s["failed"]["first"]
+    assert first.startswith("a0004: agent: no room for this arrival") and \
+        "1 place(s) (--capacity)" in first and "start more workers" in first, first

@@ -227,7 +227,8 @@ class Grading:
             self.clock.now, termination, status, g.completion if g else 0.0,
             g.score if g else 0.0, g.passed if g else False, round(response, 4), digest,
             answered, [r.id.removeprefix(SIM_RULE) for r in (g.rules if g else [])
-                       if r.id.startswith(SIM_RULE) and not r.passed])
+                       if r.id.startswith(SIM_RULE) and not r.passed],
+            f"{failure[0]}: {failure[1]}" if failure else None)
         self.outcomes.append(outcome)
         vid = rows[0][0]
         self._record("kernel", "sim.graded", {

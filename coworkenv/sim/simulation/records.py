@@ -67,6 +67,9 @@ class ArrivalOutcome:
     """Its requester heard back (the agent reached them) or its grade passed."""
     violations: list[str] = field(default_factory=list)
     """The simulation-wide safety rules it violated."""
+    failure: str | None = None
+    """Why it failed (``boundary: message``: a model server down, no worker with room, a
+    grader's error), None when it did not."""
 
 
 @dataclass
