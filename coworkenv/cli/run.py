@@ -624,33 +624,70 @@ def serve_env(
         min=1, help="An HTTP request not answered in this many seconds gets 504")] = 120.0,
     max_body_bytes: Annotated[int, typer.Option(
         min=1024, help="Largest HTTP request body and WebSocket message")] = 1 << 20,
+    simulation: Annotated[Path | None, typer.Option(
+        help="Serve seats of this simulation (kind: simulation) instead of tasks: each client "
+        "holds one agent of its roster (`reset(seat=...)`), and a simulation starts once "
+        "every --seat has a client")] = None,
+    seat: Annotated[list[str] | None, typer.Option(
+        "--seat", metavar="AGENT", help="With --simulation: an agent of the roster that "
+        "clients play (repeat it; default: every agent)")] = None,
+    then: Annotated[str, typer.Option(help="With --simulation: the policy that takes a "
+                                      "seat's arrivals once its client has left")] = "noop",
+    agents: Annotated[list[str] | None, typer.Option(
+        "--agents", metavar="AGENT=POLICY,...", help="With --simulation: the policies of "
+        "agents that are not seats (default: each agent's own)")] = None,
+    seed: Annotated[int | None, typer.Option(
+        help="With --simulation: the first simulation's seed (the next ones: +1 each; "
+        "default: the file's); a client's reset(seed=N) meets the others that asked for N")
+    ] = None,
+    lobby_timeout_s: Annotated[float, typer.Option(
+        min=1, help="With --simulation: a client waits this long for the other seats' "
+        "clients, then is told which seats nobody took")] = 300.0,
 ) -> None:
     """Serve tasks as an OpenEnv environment (openenv-core): each client session resets to a
     task (`reset(task_id=...)`), acts with MCP tool calls (the task's tools, send_message, wait,
     finish) and gets what the agent is told, `done` and the reward (the grade's score at the
     end). Every session is an episode recorded in --db (one run); Ctrl-C ends the open ones,
-    graded."""
+    graded. With --simulation, clients play seats of simulations instead: each reset takes up
+    the seat's next arrival, each arrival's score is its seat's reward, and each simulation
+    is a run of its own in --db."""
     from ..http_server import AppServer, EdgeLimits
-    from ..serve.openenv import create_app
-    from ..sim import RunConfigError, builtin_tasks
+    from ..serve.openenv import create_app, create_simulation_app
+    from ..sim import RunConfigError, TaskFileError, builtin_tasks
+    from .simulate import _policies
 
     writable_db(db)
-    loaded = load(tasks) if tasks else builtin_tasks()
     limits = EdgeLimits(max_body_bytes=max_body_bytes, max_message_bytes=max_body_bytes,
                         request_timeout_s=request_timeout_s, session_idle_s=session_idle_s,
                         sessions_per_client=sessions_per_client)
+    if simulation is None and (seat or agents or seed is not None or then != "noop"):
+        raise fail("--seat, --then, --agents and --seed serve seats of a simulation: give "
+                   "--simulation FILE too")
+    if simulation is not None and (tasks or run_id):
+        raise fail("--simulation serves seats of simulations (each a run of its own): "
+                   "leave out --tasks and --run-id")
     try:
-        web, sessions = create_app(loaded, db, run_id=run_id, tools=toolset(tools),
-                                   max_sessions=max_sessions, agent_name=agent_name,
-                                   limits=limits)
-    except RunConfigError as exc:
+        if simulation is not None:
+            web, host_of = create_simulation_app(
+                simulation, list(seat or []), db, agents=_policies(agents), then=then,
+                seed=seed, tools=toolset(tools), max_sessions=max_sessions,
+                lobby_timeout_s=lobby_timeout_s, limits=limits)
+            what = (f"the seats {', '.join(host_of.seats)} of simulation "
+                    f"{host_of.simulation} ({simulation})")
+            recorded = "each simulation a run"
+        else:
+            loaded = load(tasks) if tasks else builtin_tasks()
+            web, host_of = create_app(loaded, db, run_id=run_id, tools=toolset(tools),
+                                      max_sessions=max_sessions, agent_name=agent_name,
+                                      limits=limits)
+            what, recorded = f"{len(loaded)} task(s)", f"run {host_of.sessions.run_id}"
+    except (RunConfigError, TaskFileError) as exc:
         raise fail(str(exc)) from None
     server = bind_or_fail(lambda: AppServer(web, host, port, name="coworkenv-serve-env",
                                             lifespan=True, max_message_bytes=max_body_bytes),
                           host, port)
-    console.print(f"serving {len(loaded)} task(s) as an OpenEnv environment at "
-                  f"http://{host}:{port} (run {sessions.sessions.run_id}, recorded in {db})",
-                  highlight=False)
+    console.print(f"serving {what} as an OpenEnv environment at http://{host}:{port} "
+                  f"({recorded}, recorded in {db})", highlight=False)
     sys.stdout.flush()
 
     def stop(signum: int, frame: object) -> None:  # (uvicorn re-raises the signal it stopped on)
@@ -661,10 +698,14 @@ def serve_env(
         # sessions, graded, and finishes the run)
         server.serve_forever()
     server.server_close()
-    failure = sessions.failure
+    if simulation is not None:
+        console.print(f"{host_of.started} simulation(s) played; recorded in {db} (`coworkenv "
+                      f"runs --db {db}` lists them)", highlight=False)
+        return
+    failure = host_of.failure
     if failure is not None:
-        raise fail(f"run {sessions.sessions.run_id}: the server stopped recording episodes "
+        raise fail(f"run {host_of.sessions.run_id}: the server stopped recording episodes "
                    f"({type(failure).__name__}: {failure}); what was committed is in {db}",
                    code=1)
-    console.print(f"run {sessions.sessions.run_id} finished; episodes recorded in {db}",
+    console.print(f"run {host_of.sessions.run_id} finished; episodes recorded in {db}",
                   highlight=False)

@@ -42,8 +42,13 @@ def _payload(obs: Observation, session: Session) -> dict[str, Any]:
 
 
 def environment_class(host: Any) -> type[Any]:
-    """The OpenEnv environment class of ``host`` (its factory is the class itself)."""
+    """The OpenEnv environment class of ``host`` (its factory is the class itself): a
+    :class:`LoopSessions` (task episodes) or a :class:`~coworkenv.serve.simseats.SimulationSeats`
+    (seats of simulations)."""
     _import_openenv()
+    from .simseats import SimulationSeats
+
+    seats = host if isinstance(host, SimulationSeats) else None
     from fastmcp import FastMCP
     from fastmcp.tools.base import Tool, ToolResult
     from mcp.types import TextContent
@@ -78,6 +83,9 @@ def environment_class(host: Any) -> type[Any]:
             super().__init__(no_tools)
             self._no_tools_client = self.mcp_client
             self.session: Session | None = None
+            self.seat = ""  # (a simulation's seat: the one this client holds, its lobby and
+            self.lobby: Any = None  # its SeatSession)
+            self.held: Any = None
 
         # The episode's FastMCP server (the task's tools; reset changes them) is built when
         # something first asks for it: OpenEnv's JSON-RPC MCP messages do; CallToolAction
@@ -142,11 +150,19 @@ def environment_class(host: Any) -> type[Any]:
 
         # reset ---------------------------------------------------------------------------
         async def reset_async(self, seed: int | None = None, episode_id: str | None = None,
-                              task_id: str | None = None, **kwargs: Any) -> Any:
+                              task_id: str | None = None, seat: str | None = None,
+                              **kwargs: Any) -> Any:
             try:
                 seed = check_seed(seed)
             except RunConfigError as exc:
                 return self._refused("reset", str(exc))
+            if seats is not None:
+                return await self._exclusive("reset", lambda: self._reset_seat(seed, seat,
+                                                                               task_id))
+            if seat is not None:
+                return self._refused("reset", f"seat {seat!r}: this server serves tasks "
+                                     "(reset(task_id=...)); seats are served by `coworkenv "
+                                     "serve-env --simulation FILE --seat ...`")
             return await self._exclusive("reset", lambda: self._reset(seed, task_id))
 
         async def _exclusive(self, name: str, work: Any) -> Any:
@@ -190,9 +206,90 @@ def environment_class(host: Any) -> type[Any]:
 
             return run_async_safely(self.reset_async(seed, episode_id, task_id, **kwargs))
 
+        # a seat of a simulation (serve-env --simulation) ---------------------------------
+        def _seat_state(self) -> dict[str, Any]:
+            held, lobby = self.held, self.lobby
+            if held is None or lobby is None or seats is None:
+                return {}
+            info = held.info()
+            task = held.task.id if held.task is not None else info.get("task_id")
+            return {**info, "seat": self.seat, "simulation": seats.simulation,
+                    "run": lobby.run_id, "seed": lobby.seed, "task_id": task}
+
+        def _leave(self) -> None:
+            """This client is done with its simulation (the seat's later arrivals: ``then``)."""
+            lobby, self.lobby, self.held = self.lobby, None, None
+            if lobby is not None and seats is not None:
+                seats.call_soon(seats.let_go, lobby, self.seat)
+
+        async def _reset_seat(self, seed: int | None, seat: str | None,
+                              task_id: str | None) -> Any:
+            assert seats is not None
+            if task_id:
+                return self._refused("reset", f"task_id {task_id!r}: this server serves the "
+                                     f"seats of simulation {seats.simulation!r}: reset(seat="
+                                     f"one of {seats.seats})")
+            if seat is None and len(seats.seats) == 1:
+                seat = seats.seats[0]
+            if seat not in seats.seats:
+                return self._refused("reset", f"reset needs seat=, one of {seats.seats}"
+                                     if seat is None else f"seat {seat!r} is not served here "
+                                     f"(seats: {', '.join(seats.seats)})")
+            lobby = self.lobby
+            if lobby is not None and (self.seat != seat or lobby.error is not None or
+                                      (seed is not None and seed != lobby.seed)):
+                self._leave()
+            try:
+                if self.held is not None:  # the seat's next arrival in this simulation
+                    first = await self.held.reset()
+                    if first.done and not first.messages:  # (the simulation has ended)
+                        self._leave()
+                if self.held is None:  # a lobby: the next simulation, once every seat has a
+                    # client
+                    self.lobby = await seats.join(seat, seed)
+                    self.seat = seat
+                    self.held = self.lobby.session.seats[seat]
+                    first = await self.held.reset()
+            except RunConfigError as exc:
+                return self._refused("reset", str(exc), invalid=False)
+            except Exception as exc:  # (its simulation failed: the client is told)
+                self._leave()
+                return self._refused("reset", f"the simulation failed: "
+                                     f"{type(exc).__name__}: {exc}", invalid=False)
+            task = self.held.task if self.held is not None else None
+            offered = seats.offered(task) if task is not None else []
+            self._serve_tools(offered)
+            return CallToolObservation(tool_name="reset", result={
+                "text": first.text, "messages": first.messages, "state": self._seat_state(),
+                "tools": [t["function"]["name"] for t in offered]},
+                done=first.done, reward=0.0)
+
+        async def _act_seat(self, name: str, action: Action) -> Any:
+            held = self.held
+            if held is None:
+                return self._refused(name, "reset(seat=...) takes up an arrival before any "
+                                     "tool", invalid=False)
+
+            async def step() -> Any:
+                try:
+                    obs, reward, done, _ = await held.step(action)
+                except RunConfigError as exc:
+                    return self._refused(name, f"{exc} (this arrival is over)", invalid=False)
+                return CallToolObservation(tool_name=name, result={
+                    "text": obs.text, "messages": obs.messages, "state": self._seat_state()},
+                    done=done, reward=reward)
+
+            return await self._exclusive(name, step)
+
         # actions -------------------------------------------------------------------------
         async def _act(self, name: str, arguments: dict[str, Any]) -> Any:
             session = self.session
+            if seats is not None:
+                action = Action.called(name, arguments)
+                problem = action.problem()
+                if problem is not None:
+                    return self._refused(name, json.loads(problem)["error"]["message"])
+                return await self._act_seat(name, action)
             if session is None:
                 return CallToolObservation(tool_name=name, error=ToolError(
                     error_type=ToolErrorType.EXECUTION_ERROR,
@@ -222,13 +319,14 @@ def environment_class(host: Any) -> type[Any]:
 
         @property
         def state(self) -> Any:
-            s = self.session.state() if self.session is not None else {}
+            s = self.session.state() if self.session is not None else self._seat_state()
             return State(episode_id=s.get("episode_id"), step_count=int(s.get("steps", 0)),
                          **{k: v for k, v in s.items() if k not in ("episode_id", "steps")})
 
         def close(self) -> None:
             """The client is gone (its WebSocket closed, its session expired or closed, or an
             HTTP request's environment is done): an episode it left open ends ``abandoned``."""
+            self._leave()
             session, self.session = self.session, None
             if session is not None and not session.done:
                 host.close(session)
@@ -344,16 +442,40 @@ def create_app(tasks: list[Any], db: str | Path, *, run_id: str | None = None,
     a quarter of ``max_sessions``), WebSockets and HTTP sessions together: one more is
     answered 429."""
     _import_openenv()
+    host = LoopSessions(Sessions(db, tasks=tasks, run_id=run_id, agent_name=agent_name,
+                                 tools=tools, source="openenv", wall_timeout_s=3600.0))
+    return _app(host, max_sessions, limits or EdgeLimits()), host
+
+
+def create_simulation_app(file: str | Path, seats: list[str], db: str | Path, *,
+                          agents: dict[str, str] | None = None, policy: str | None = None,
+                          then: str = "noop", seed: int | None = None,
+                          tools: list[str] | None = None, max_sessions: int = 64,
+                          lobby_timeout_s: float = 300.0, limits: EdgeLimits | None = None,
+                          ) -> tuple[Any, Any]:
+    """The OpenEnv FastAPI app serving the ``seats`` (agents of the roster; empty: all) of
+    simulations of ``file``: each client's ``reset(seat=...)`` holds one seat, a simulation
+    starts once every seat has a client (see :mod:`coworkenv.serve.simseats`). ``agents`` and
+    ``policy``: the other agents' policies (as ``simulate --agents/--agent``); ``then``: the
+    policy a seat's arrivals go to once its client has left. Returns the app and its
+    :class:`~coworkenv.serve.simseats.SimulationSeats`."""
+    _import_openenv()
+    from .simseats import SimulationSeats
+
+    host = SimulationSeats(file, seats, db, agents=agents, policy=policy, then=then, seed=seed,
+                           tools=tools, lobby_timeout_s=lobby_timeout_s)
+    return _app(host, max_sessions, limits or EdgeLimits()), host
+
+
+def _app(host: Any, max_sessions: int, limits: EdgeLimits) -> Any:
+    """OpenEnv's routes for ``host``'s environment (what openenv's create_fastapi_app does,
+    keeping its server: it says which sessions live), behind the edge limits."""
     from fastapi import FastAPI
     from openenv.core.env_server.http_server import HTTPEnvServer
     from openenv.core.env_server.mcp_types import CallToolAction, CallToolObservation
     from openenv.core.env_server.types import ConcurrencyConfig
 
-    limits = limits or EdgeLimits()
-    host = LoopSessions(Sessions(db, tasks=tasks, run_id=run_id, agent_name=agent_name,
-                                 tools=tools, source="openenv", wall_timeout_s=3600.0))
     env = environment_class(host)
-    # (what openenv's create_fastapi_app does, keeping its server: it says which sessions live)
     app = FastAPI(title="coworkenv: an OpenEnv environment",
                   description="OpenEnv's HTTP and WebSocket API; see `coworkenv serve-env`.")
     server = HTTPEnvServer(env, CallToolAction, CallToolObservation,
@@ -366,7 +488,7 @@ def create_app(tasks: list[Any], db: str | Path, *, run_id: str | None = None,
     per_client = SessionsPerClient(limits.sessions_per_client
                                    or default_sessions_per_client(max_sessions),
                                    OpenEnvHttpSessions(server))
-    return guard(app, lambda: host.failure, limits, per_client), host
+    return guard(app, lambda: host.failure, limits, per_client)
 
 
 class OpenEnvHttpSessions:
