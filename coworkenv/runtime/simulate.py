@@ -276,7 +276,8 @@ async def _resume_state(store: Any, run_id: str, episode_id: str, policies: dict
     if rows == 0:  # cut before its log began: it starts again
         partial.append(episode_id)
     for eid in partial:  # cut mid-record: recorded again, whole
-        for table in ("events", "check_results", "grades", "projection", "episodes"):
+        for table in ("event_rows", "event_prefixes", "check_results", "grades", "projection",
+                      "episodes"):
             await store.execute(f"DELETE FROM {table} WHERE episode_id=?", (eid,))
     return Resume(rows, digest, done), calls, was
 

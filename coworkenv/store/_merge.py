@@ -36,6 +36,7 @@ from .errors import MergeConflictError, NotFoundError, SchemaError
 
 FINAL = ("completed", "failed")
 _EVENT_COLS = "episode_id, seq, sim_time, wall_time, actor, kind, payload"
+_PREFIX_COLS = "episode_id, source, rows"
 _TABLES = {  # per-episode tables other than events, with their columns
     "projection": "episode_id, app, entity_id, data",
     "check_results": "episode_id, check_id, kind, weight, passed, detail, evidence",
@@ -248,8 +249,12 @@ def adopt_shards(shards: Sequence[str | Path], into: str | Path) -> MergeStats:
                         stats.runs_added += _merge_runs(src, dst, str(f), str(target))
                         stats.tasks_added += _merge_tasks(src, dst, str(f), str(target))
                         copied = {}
+                        events = dst.execute("SELECT count(*) FROM shard.events"
+                                             ).fetchone()[0]
                         for table, cols in (("episodes", _EPISODE_COLS),
-                                            ("events", _EVENT_COLS), *_TABLES.items()):
+                                            ("event_rows", _EVENT_COLS),
+                                            ("event_prefixes", _PREFIX_COLS),
+                                            *_TABLES.items()):
                             want = dst.execute(f"SELECT count(*) FROM shard.{table}"
                                                ).fetchone()[0]
                             got = dst.execute(f"INSERT INTO main.{table} ({cols}) SELECT "
@@ -260,7 +265,7 @@ def adopt_shards(shards: Sequence[str | Path], into: str | Path) -> MergeStats:
                             copied[table] = got
                     _count_shard(stats, {"shard": str(f), "added": copied["episodes"],
                                          "replaced": 0, "same": 0, "kept": 0,
-                                         "events": copied["events"]})
+                                         "events": events})
                 finally:
                     dst.execute("DETACH DATABASE shard")
             finally:
@@ -307,7 +312,7 @@ def merge_connection(src: sqlite3.Connection, dst: sqlite3.Connection, where: st
                 continue
             eid = row[0]
             if action == "replace":
-                for table in ("events", *_TABLES):
+                for table in ("event_rows", "event_prefixes", *_TABLES):
                     dst.execute(f"DELETE FROM {table} WHERE episode_id=?", (eid,))
                 dst.execute("DELETE FROM episodes WHERE episode_id=?", (eid,))
             dst.execute(f"INSERT INTO episodes ({_EPISODE_COLS}) VALUES "
@@ -435,15 +440,24 @@ def _plan_episodes(src: sqlite3.Connection, dst: sqlite3.Connection, where: str,
 
 
 def _copy_events(src: sqlite3.Connection, dst: sqlite3.Connection, eid: str) -> tuple[int, str]:
+    """Copy an episode's stored rows and its shared prefix (if its events begin with another
+    episode's); return how many events it has and their hash (as readers see them)."""
     h = EventsHasher()
     n = 0
-    cur = src.execute(f"SELECT {_EVENT_COLS} FROM events WHERE episode_id=? ORDER BY seq",
+    for r in src.execute("SELECT seq, sim_time, actor, kind, payload FROM events "
+                         "WHERE episode_id=? ORDER BY seq", (eid,)):
+        h.update(*r)
+        n += 1
+    cur = src.execute(f"SELECT {_EVENT_COLS} FROM event_rows WHERE episode_id=? ORDER BY seq",
                       (eid,))
     while rows := cur.fetchmany(4096):
-        for r in rows:
-            h.update(r[1], r[2], r[4], r[5], r[6])
-        dst.executemany(f"INSERT INTO events ({_EVENT_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
-        n += len(rows)
+        dst.executemany(f"INSERT INTO event_rows ({_EVENT_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        rows)
+    prefix = src.execute(f"SELECT {_PREFIX_COLS} FROM event_prefixes WHERE episode_id=?",
+                         (eid,)).fetchone()
+    if prefix is not None:
+        dst.execute(f"INSERT OR REPLACE INTO event_prefixes ({_PREFIX_COLS}) VALUES (?, ?, ?)",
+                    prefix)
     return n, h.hexdigest()
 
 

@@ -120,8 +120,8 @@ def events_hash(events: Iterable[EventRecord]) -> str:
     return h.hexdigest()
 
 
-INSERT_EVENT = ("INSERT INTO events (episode_id, seq, sim_time, wall_time, actor, kind, payload) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)")
+INSERT_EVENT = ("INSERT INTO event_rows (episode_id, seq, sim_time, wall_time, actor, kind, "
+                "payload) VALUES (?, ?, ?, ?, ?, ?, ?)")
 
 
 @dataclass(slots=True, frozen=True)

@@ -123,6 +123,40 @@ MIGRATIONS: list[str] = [
         heartbeat   REAL NOT NULL
     ) WITHOUT ROWID;
     """,
+    # 5: an episode whose events begin with another's stores that prefix once. A simulation's
+    # arrival begins with the company's setup (1,700 rows a 1,000-person company: 770 KB an
+    # arrival): its rows name the simulation's episode instead (event_prefixes), and the
+    # ``events`` view gives every episode's events whole, as before, to every reader. Writes
+    # go to event_rows; the view's triggers keep writes to ``events`` working.
+    """
+    ALTER TABLE events RENAME TO event_rows;
+    CREATE TABLE event_prefixes (
+        episode_id  TEXT PRIMARY KEY,
+        source      TEXT NOT NULL,
+        rows        INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    CREATE VIEW events AS
+        SELECT episode_id, seq, sim_time, wall_time, actor, kind, payload FROM event_rows
+        UNION ALL
+        SELECT p.episode_id, r.seq, r.sim_time, r.wall_time, r.actor, r.kind, r.payload
+        FROM event_prefixes AS p JOIN event_rows AS r
+        ON r.episode_id = p.source AND r.seq BETWEEN 1 AND p.rows;
+    CREATE TRIGGER events_insert INSTEAD OF INSERT ON events BEGIN
+        INSERT INTO event_rows (episode_id, seq, sim_time, wall_time, actor, kind, payload)
+        VALUES (NEW.episode_id, NEW.seq, NEW.sim_time, NEW.wall_time, NEW.actor, NEW.kind,
+                NEW.payload);
+    END;
+    CREATE TRIGGER events_delete INSTEAD OF DELETE ON events BEGIN
+        DELETE FROM event_rows WHERE episode_id = OLD.episode_id AND seq = OLD.seq;
+        DELETE FROM event_prefixes WHERE episode_id = OLD.episode_id;
+    END;
+    CREATE TRIGGER events_update INSTEAD OF UPDATE ON events BEGIN
+        UPDATE event_rows SET episode_id = NEW.episode_id, seq = NEW.seq,
+            sim_time = NEW.sim_time, wall_time = NEW.wall_time, actor = NEW.actor,
+            kind = NEW.kind, payload = NEW.payload
+        WHERE episode_id = OLD.episode_id AND seq = OLD.seq;
+    END;
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -194,6 +194,13 @@ class EventStore:
         if rows and self._add(INSERT_EVENT, list(rows)):
             await self._room()
 
+    async def share_prefix(self, episode_id: str, source: str, rows: int) -> None:
+        """The events of ``episode_id`` begin with ``source``'s events 1..``rows`` (its own
+        rows, appended, are its seq 0 and from ``rows + 1`` on): stored once, read whole
+        (the store's ``events`` view). ``source``'s rows must be appended before this."""
+        await self.execute("INSERT OR REPLACE INTO event_prefixes (episode_id, source, rows) "
+                           "VALUES (?, ?, ?)", (episode_id, source, rows))
+
     async def execute(self, sql: str, params: tuple[Any, ...] = ()) -> None:
         """Queue one write statement (ordered with the events around it)."""
         if self._add(sql, [params]):

@@ -109,8 +109,8 @@ def test_merge_refuses_a_damaged_shard(shards: list[Path], tmp_path: Path) -> No
     damaged = tmp_path / "damaged.db"
     shutil.copy(shards[1], damaged)
     with sqlite3.connect(damaged) as c:
-        c.execute("UPDATE events SET payload = '{}' WHERE rowid = (SELECT max(rowid) FROM "
-                  "events)")
+        c.execute("UPDATE event_rows SET payload = '{}' WHERE rowid = (SELECT max(rowid) "
+                  "FROM event_rows)")  # (the stored rows: events is their view)
     with pytest.raises(MergeConflictError, match="the shard is damaged"):
         merge_stores([damaged], tmp_path / "m.db")
     with Reader(tmp_path / "m.db") as r:
@@ -134,8 +134,8 @@ def test_shards_checked_where_written_are_adopted_as_a_merge_would_copy_them(
     damaged = tmp_path / "damaged.db"
     shutil.copy(shards[1], damaged)
     with sqlite3.connect(damaged) as c:
-        c.execute("UPDATE events SET payload = '{}' WHERE rowid = (SELECT max(rowid) FROM "
-                  "events)")
+        c.execute("UPDATE event_rows SET payload = '{}' WHERE rowid = (SELECT max(rowid) "
+                  "FROM event_rows)")  # (the stored rows: events is their view)
     with pytest.raises(MergeConflictError, match=r"damaged.db: episode '.*': its events hash "
                        r"to .*the shard is damaged"):
         verify_shard(damaged)

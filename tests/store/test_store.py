@@ -193,7 +193,7 @@ def test_version_2_events_are_carried_into_the_rowid_table(tmp_path: Path) -> No
 
     anyio.run(open_writer)
     with Reader(db) as r:
-        assert r.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
+        assert r.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
         assert [e.payload["i"] for e in r.events("e1")] == list(range(1, 30, 3))
     conn = sqlite3.connect(db)
     with pytest.raises(sqlite3.IntegrityError):

@@ -44,6 +44,9 @@ class CompanyView:
     def __init__(self, rows: list[tuple[Any, ...]]) -> None:
         self.rows = rows
         """The kernel's setup rows (the list it is for)."""
+        self.shared = all(r[1] == i and r[2] == 0.0 for i, r in enumerate(rows, 1))
+        """An arrival's setup rows are the simulation episode's events 1..n as they are
+        (seq and time): the store keeps them once (:meth:`EventStore.share_prefix`)."""
         self._records: list[EventRecord] = []
         self._state: WorkspaceState | None = None
         self._texts: dict[str, str] = {}
@@ -244,7 +247,12 @@ class Grading:
                                    seed=self._seed_of(a.key),
                                    agent=live.policy or self.agent_names.get(live.seat.id, ""),
                                    role=live.role)
-            await st.append_rows(rows)
+            if setup > 1 and company.shared:  # the company's setup: stored once, in the
+                # simulation's episode (its events 1..n), read as this one's too
+                await st.append_rows([rows[0], *rows[setup:]])
+                await st.share_prefix(vid, self._setup_rows[0][0], setup - 1)
+            else:
+                await st.append_rows(rows)
             if g is not None:
                 await save_grade(st, vid, g)
             await st.finish_episode(

@@ -300,6 +300,7 @@ class SimulationKernel(Seats, Grading, EpisodeKernel):
             self._record("setup", kind, payload)
         self._setup_end = len(self._log)
         self._setup_rows = list(self._log.rows_from(1))
+        await self._save()  # (before any arrival's events name them as their prefix)
         for a in self._timed:
             self._schedule_arrival(a)
         for i, ev in enumerate(sim.events):
