@@ -15,6 +15,7 @@ tables installed apps add (``App.sql``: the retail plugin's ``retail_orders``, .
 
 from __future__ import annotations
 
+import itertools
 import json
 import sqlite3
 import threading
@@ -30,7 +31,7 @@ from ..workspace.apps import installed as installed_apps
 from ..workspace.text import mentions
 from ..workspace.tools.tickets import field_equals
 from .handoffs import evaluate_cross
-from .selectors import Occurrence, occurrences, select
+from .selectors import Followed, Occurrence, occurrences, select
 from .task import (
     AgreesWithCheck,
     AppCheck,
@@ -219,7 +220,9 @@ def _contains_all(text: str, needles: list[str]) -> bool:
 
 
 def _ws_seqs(events: list[EventRecord], app: str, entity_id: str) -> list[int]:
-    return [e.seq for e in events if e.kind.startswith(f"ws.{app}.")
+    kinds = f"ws.{app}."
+    start = events.prefix if isinstance(events, Followed) else 0  # (the setup's: not these)
+    return [e.seq for e in itertools.islice(events, start, None) if e.kind.startswith(kinds)
             and e.payload.get("id") == entity_id and e.actor != "setup"][-3:]
 
 

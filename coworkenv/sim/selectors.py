@@ -8,6 +8,7 @@ safety rules select from those rows with a :class:`~coworkenv.sim.task.Selector`
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -71,6 +72,16 @@ class Occurrences(list[Occurrence]):
                 self.by_actor.setdefault(o.actor, []).append(o)
 
 
+class Followed(list[EventRecord]):
+    """An episode's events whose first ``prefix`` of them (an ``episode.start`` and state
+    events, none of them a call, message or timeline event) were followed already: ``known``
+    holds each entity's JSON after them (shared by many episodes: read, never changed). A
+    simulation's arrival is one: its view begins with the company's setup."""
+
+    prefix: int = 0
+    known: dict[tuple[str, str], dict[str, Any]] | None = None
+
+
 def occurrences(task: Task, state: WorkspaceState, events: list[EventRecord]) -> Occurrences:
     """Every tool call, message and timeline event of an episode, in log order."""
     out: list[Occurrence] = []
@@ -78,7 +89,10 @@ def occurrences(task: Task, state: WorkspaceState, events: list[EventRecord]) ->
     current: Occurrence | None = None
     person_of = {"agent": task.agent}
     known: dict[tuple[str, str], dict[str, Any]] = {}  # each entity's JSON as of now
-    for e in events:
+    rest: Any = events
+    if isinstance(events, Followed) and events.known is not None:  # (its prefix: followed)
+        known, rest = dict(events.known), itertools.islice(events, events.prefix, None)
+    for e in rest:
         if e.kind.startswith("ws."):
             e = _with_data(e, known)
         p = e.payload

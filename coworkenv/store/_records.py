@@ -102,6 +102,12 @@ class EventsHasher:
             self._h.update(f"{seq - self._left_out}|{sim_time:.6f}|{actor}|{kind}|{text}\n"
                            .encode())
 
+    def update_lines(self, lines: bytes) -> None:
+        """Events fed at once as the lines :func:`hash_lines` made of them, where nothing was
+        left out before them (a prefix many episodes share: its lines made once)."""
+        assert self._left_out == 0, "hash_lines numbers events as if none was left out"
+        self._h.update(lines)
+
     def hexdigest(self) -> str:
         return self._h.hexdigest()
 
@@ -109,6 +115,17 @@ class EventsHasher:
         new = EventsHasher()
         new._h, new._left_out = self._h.copy(), self._left_out
         return new
+
+
+def hash_lines(events: Iterable[EventRecord]) -> bytes | None:
+    """The lines :meth:`EventsHasher.update` feeds for ``events`` after events none of which
+    was left out; None when one of them would be left out or is measured (fed otherwise)."""
+    out = []
+    for e in events:
+        if e.kind in UNHASHED or e.kind in MEASURED:
+            return None
+        out.append(f"{e.seq}|{e.sim_time:.6f}|{e.actor}|{e.kind}|{e.payload_text()}\n")
+    return "".join(out).encode()
 
 
 def events_hash(events: Iterable[EventRecord]) -> str:

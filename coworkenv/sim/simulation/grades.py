@@ -10,17 +10,17 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ...store import EventRecord, EventStore, events_hash
-from ...store._records import encode_payload
+from ...store import EventRecord, EventStore
+from ...store._records import EventsHasher, encode_payload, hash_lines
 from ...workspace import WorkspaceState, apply_event
-from ...workspace.models import canonical_json
+from ...workspace.models import canonical_json, follow
 from ..actor import Actor, let_go
 from ..clock import Clock
 from ..episode import save_grade
 from ..eventlog import EventLog
 from ..grading import Grade, GradeWeights, grade
 from ..handoffs import LINKS, TAKEN_UP, task_outputs
-from ..selectors import occurrences
+from ..selectors import Followed, occurrences
 from ..task import CROSS_ARRIVAL, Task
 from .arrivals import Arrival
 from .calendar import Calendar
@@ -53,6 +53,9 @@ class CompanyView:
         self._entity_texts: dict[str, dict[str, str]] = {}
         self._composed: bool | None = None
         """Whether the composed state hash is the state's (None: not checked yet)."""
+        self._lines: bytes | None = None
+        self._only_state: bool | None = None
+        self._known: dict[tuple[str, str], dict[str, Any]] | None = None
 
     def records(self, rows: list[tuple[Any, ...]]) -> list[EventRecord]:
         """The records of an arrival's setup rows (those of its view after its
@@ -63,6 +66,40 @@ class CompanyView:
         vid = rows[0][0] if rows else ""
         return [EventRecord(vid, e.seq, e.sim_time, e.wall_time, e.actor, e.kind, e.payload,
                             e.text) for e in self._records]
+
+    def events_hash(self, start: EventRecord, own: list[EventRecord]) -> str:
+        """:func:`~coworkenv.store.events_hash` of an arrival's view: its ``episode.start``,
+        the setup's records, its own; the setup's lines made once."""
+        h = EventsHasher()
+        h.update(start.seq, start.sim_time, start.actor, start.kind, start.payload_text())
+        if self._lines is None:
+            self._lines = hash_lines(self._records) or b""
+        if self._lines or not self._records:
+            h.update_lines(self._lines)
+        else:  # (a setup with an event left out of hashes, or measured: each fed)
+            for e in self._records:
+                h.update(e.seq, e.sim_time, e.actor, e.kind, e.payload_text())
+        for e in own:
+            h.update(e.seq, e.sim_time, e.actor, e.kind, e.payload_text())
+        return h.hexdigest()
+
+    @property
+    def only_state(self) -> bool:
+        """The setup's records are all state events (``ws.*``)."""
+        if self._only_state is None:
+            self._only_state = all(e.kind.startswith("ws.") for e in self._records)
+        return self._only_state
+
+    def known(self) -> dict[tuple[str, str], dict[str, Any]]:
+        """Each entity of the setup as JSON (:func:`~coworkenv.workspace.models.follow`
+        through the setup's records): what a reader of an arrival's view knows after them."""
+        if self._known is None:
+            known: dict[tuple[str, str], dict[str, Any]] = {}
+            for e in self._records:
+                if e.kind.startswith("ws."):
+                    follow(known, e.kind, e.payload)
+            self._known = known
+        return self._known
 
     def replay(self, events: list[EventRecord]) -> tuple[WorkspaceState, set[str]]:
         """The workspace of the setup's records with ``events`` (the view's after them)
@@ -197,7 +234,10 @@ class Grading:
             company = self._company_view = CompanyView(self._setup_rows)
         setup = 1 + len(self._setup_rows)  # (the view's episode.start, then the setup's rows)
         own = [EventRecord.from_row(r) for r in rows[setup:]]
-        events = [EventRecord.from_row(rows[0]), *company.records(rows[1:setup]), *own]
+        events = Followed([EventRecord.from_row(rows[0]), *company.records(rows[1:setup]),
+                           *own])
+        if company.only_state:  # (what a reader follows through the setup: known once)
+            events.prefix, events.known = setup, company.known()
         # graded on the workspace its own events rebuild (what a replay or a regrade of its
         # episode rebuilds too): the company, its structure, and the arrival's own thread
         g: Grade | None = None
@@ -222,7 +262,7 @@ class Grading:
                 "termination": termination, "passed": bool(g and g.passed),
                 "outputs": outputs, "choices": {n: o.one_of for n, o in task.outputs.items()
                                                 if o.one_of}}
-        digest = events_hash(events)
+        digest = company.events_hash(events[0], own)
         status = "failed" if failure else "completed"
         response = self.cal.working_seconds(a.at, self.clock.now) / 3600
         outcome = ArrivalOutcome(
