@@ -126,7 +126,7 @@ def test_a_dead_store_writer_is_never_silent(tmp_path: Path) -> None:
             first = ask(ws, {"type": "reset", "data": {"task_id": TASK}})
             assert first["data"]["observation"]["error"] is None, first
             with sqlite3.connect(db) as c:  # the disk refuses: every later write fails
-                c.execute("CREATE TRIGGER refuse BEFORE INSERT ON events BEGIN "
+                c.execute("CREATE TRIGGER refuse BEFORE INSERT ON event_rows BEGIN "
                           "SELECT RAISE(ABORT, 'disk refused the write'); END")
             answer: dict[str, Any] = {}
             for _ in range(40):

@@ -403,18 +403,28 @@ class LoopSessions:
             async with self.sessions:
                 self.loop = asyncio.get_running_loop()
                 try:
-                    for handler in app.router.on_startup:
-                        await _call(handler)
-                    yield
+                    async with app_handlers(app):
+                        yield
                 finally:
-                    for handler in app.router.on_shutdown:
-                        await _call(handler)
                     if self._closing:
                         await asyncio.gather(*self._closing, return_exceptions=True)
                     self.loop = None
         except StoreClosedError:
             if self.failure is None:
                 raise
+
+
+@contextlib.asynccontextmanager
+async def app_handlers(app: Any) -> AsyncIterator[None]:
+    """The app's own start-up handlers, then (on leaving) its shutdown handlers: what a
+    lifespan that replaces them runs (OpenEnv's idle-session reaper is one)."""
+    try:
+        for handler in app.router.on_startup:
+            await _call(handler)
+        yield
+    finally:
+        for handler in app.router.on_shutdown:
+            await _call(handler)
 
 
 async def _call(handler: Any) -> None:

@@ -177,31 +177,19 @@ class SimulationSeats:
             self._lobbies.discard(lobby)
 
     def _soon(self, coro: Any) -> None:
-        loop = self.loop
-        if loop is None:
-            coro.close()
-            return
-        try:
-            on_loop = asyncio.get_running_loop() is loop
-        except RuntimeError:
-            on_loop = False
-        if on_loop:
-            task = loop.create_task(coro)
-        else:
-            task = asyncio.run_coroutine_threadsafe(coro, loop)  # type: ignore[assignment]
+        """Run ``coro`` on the server's loop (called there), awaited at shutdown."""
+        task = asyncio.get_running_loop().create_task(coro)
         self._closing.add(task)
         task.add_done_callback(self._closing.discard)
 
     def call_soon(self, fn: Any, *args: Any) -> None:
         """``fn(*args)`` on the server's loop (from OpenEnv's worker threads too)."""
+        from .openenv import _on
+
         loop = self.loop
         if loop is None:
             return
-        try:
-            on_loop = asyncio.get_running_loop() is loop
-        except RuntimeError:
-            on_loop = False
-        if on_loop:
+        if _on(loop):
             fn(*args)
         else:
             loop.call_soon_threadsafe(fn, *args)
@@ -210,16 +198,13 @@ class SimulationSeats:
     async def lifespan(self, app: Any) -> AsyncIterator[None]:
         """Serve; on shutdown the simulations still running stop there (each run ends
         ``abandoned``, as a session left by an exception does) and waiting clients are told."""
-        from .openenv import _call
+        from .openenv import app_handlers
 
         self.loop = asyncio.get_running_loop()
         try:
-            for handler in app.router.on_startup:
-                await _call(handler)
-            yield
+            async with app_handlers(app):
+                yield
         finally:
-            for handler in app.router.on_shutdown:
-                await _call(handler)
             stopping = RunConfigError("the server is stopping")
             for lobby in self._open:
                 lobby.error = stopping
