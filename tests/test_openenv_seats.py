@@ -164,3 +164,6 @@ def test_a_lobby_names_the_seats_nobody_took_and_resets_name_what_is_served(
     with pytest.raises(RunConfigError, match=r"seat: 'cfo' not in the roster of .*handoff\.yaml "
                        r"\(agents: ea, fin\)"):
         create_simulation_app(HANDOFF, ["cfo"], tmp_path / "l.db")
+    with pytest.raises(RunConfigError, match=r"agents: fin: agent: expected oracle .*, got "
+                       r"'bogus'"):  # (the others' policies: checked before serving)
+        create_simulation_app(HANDOFF, ["ea"], tmp_path / "l.db", agents={"fin": "bogus"})

@@ -21,6 +21,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import anyio
+
 from ..http_server import EdgeLimits, SessionsPerClient, default_sessions_per_client, guard
 from ..runtime.session import Action, Observation, Session, Sessions, check_seed
 from ..sim.errors import RunConfigError, SessionFailedError
@@ -239,23 +241,26 @@ def environment_class(host: Any) -> type[Any]:
             if lobby is not None and (self.seat != seat or lobby.error is not None or
                                       (seed is not None and seed != lobby.seed)):
                 self._leave()
-            try:
-                if self.held is not None:  # the seat's next arrival in this simulation
-                    first = await self.held.reset()
-                    if first.done and not first.messages:  # (the simulation has ended)
-                        self._leave()
-                if self.held is None:  # a lobby: the next simulation, once every seat has a
-                    # client
+            if self.held is not None:  # the seat's next arrival in this simulation
+                first = await self._next_arrival()
+                if not isinstance(first, Observation):
+                    return first
+                if first.done and not first.messages:  # (the simulation has ended)
+                    self._leave()
+            if self.held is None:  # a lobby: the next simulation, once every seat has a
+                # client
+                try:
                     self.lobby = await seats.join(seat, seed)
-                    self.seat = seat
-                    self.held = self.lobby.session.seats[seat]
-                    first = await self.held.reset()
-            except RunConfigError as exc:
-                return self._refused("reset", str(exc), invalid=False)
-            except Exception as exc:  # (its simulation failed: the client is told)
-                self._leave()
-                return self._refused("reset", f"the simulation failed: "
-                                     f"{type(exc).__name__}: {exc}", invalid=False)
+                except Exception as exc:  # (no client for a seat in time; it could not
+                    # start)
+                    return self._refused("reset", str(exc) if isinstance(exc, RunConfigError)
+                                         else f"the simulation could not start: "
+                                         f"{type(exc).__name__}: {exc}", invalid=False)
+                self.seat = seat
+                self.held = self.lobby.session.seats[seat]
+                first = await self._next_arrival()
+                if not isinstance(first, Observation):
+                    return first
             task = self.held.task if self.held is not None else None
             offered = seats.offered(task) if task is not None else []
             self._serve_tools(offered)
@@ -263,6 +268,22 @@ def environment_class(host: Any) -> type[Any]:
                 "text": first.text, "messages": first.messages, "state": self._seat_state(),
                 "tools": [t["function"]["name"] for t in offered]},
                 done=first.done, reward=0.0)
+
+        def _failed(self, name: str, exc: BaseException) -> Any:
+            """The seat's simulation failed: the client is told, and its next reset joins
+            the next simulation."""
+            self._leave()
+            return self._refused(name, f"the simulation failed: {type(exc).__name__}: {exc} "
+                                 "(reset for the next one)", invalid=False)
+
+        async def _next_arrival(self) -> Any:
+            """The held seat's next arrival (an Observation), or the refusal of a simulation
+            that failed."""
+            assert self.held is not None
+            try:
+                return await self.held.reset()
+            except Exception as exc:
+                return self._failed("reset", exc)
 
         async def _act_seat(self, name: str, action: Action) -> Any:
             held = self.held
@@ -274,7 +295,13 @@ def environment_class(host: Any) -> type[Any]:
                 try:
                     obs, reward, done, _ = await held.step(action)
                 except RunConfigError as exc:
+                    if held.owner.error is not None:
+                        return self._failed(name, held.owner.error)
                     return self._refused(name, f"{exc} (this arrival is over)", invalid=False)
+                except (anyio.BrokenResourceError, anyio.ClosedResourceError):  # (its
+                    # simulation stopped under it)
+                    return self._failed(name, held.owner.error or RuntimeError(
+                        "the simulation stopped"))
                 return CallToolObservation(tool_name=name, result={
                     "text": obs.text, "messages": obs.messages, "state": self._seat_state()},
                     done=done, reward=reward)

@@ -65,6 +65,7 @@ class SimulationSeats:
                  then: str = "noop", seed: int | None = None,
                  tools: list[str] | None = None, lobby_timeout_s: float = 300.0) -> None:
         from ..agents.factory import agent_factory
+        from ..runtime.simulate import SimulationConfig, _prepare
         from ..sim.simulation import load_simulation
 
         loaded = load_simulation(file)
@@ -78,6 +79,9 @@ class SimulationSeats:
             agent_factory(then)
         except ValueError as exc:
             raise RunConfigError(f"then: {exc}") from None
+        # the other agents' policies and the store, checked as simulate checks them: now,
+        # not when the first lobby fills
+        _prepare(SimulationConfig(file, agent=policy, agents=dict(agents or {}), db=db))
         self.file, self.db, self.then = Path(file), db, then
         self.simulation = loaded.sim.id
         self.agents, self.policy, self.tools = dict(agents or {}), policy, tools
