@@ -167,3 +167,36 @@ def test_a_lobby_names_the_seats_nobody_took_and_resets_name_what_is_served(
     with pytest.raises(RunConfigError, match=r"agents: fin: agent: expected oracle .*, got "
                        r"'bogus'"):  # (the others' policies: checked before serving)
         create_simulation_app(HANDOFF, ["ea"], tmp_path / "l.db", agents={"fin": "bogus"})
+
+
+def test_lobbies_gather_clients_by_seed_and_run_their_simulations_at_once(tmp_path: Path
+                                                                          ) -> None:
+    """Clients without a seed fill the oldest lobby that lacks their seat, each new lobby the
+    next seed from --seed; clients that ask for a seed meet there. Three simulations run at
+    once; once every client has let go, each runs to its end (the oracle taking the seats'
+    arrivals), each a run of its own with its seed."""
+    from coworkenv.serve.simseats import SimulationSeats
+
+    db = tmp_path / "p.db"
+
+    async def main() -> list[Any]:
+        seats = SimulationSeats(HANDOFF, ["ea", "fin"], db, then="oracle", seed=5)
+        seats.loop = asyncio.get_running_loop()
+        asked = [("ea", None), ("ea", None), ("fin", None), ("fin", 9), ("ea", 9),
+                 ("fin", None)]
+        lobbies = await asyncio.wait_for(asyncio.gather(
+            *(seats.join(seat, seed) for seat, seed in asked)), 60)
+        assert [lb.seed for lb in lobbies] == [5, 6, 5, 9, 9, 6]
+        assert lobbies[0] is lobbies[2] and lobbies[1] is lobbies[5] and \
+            lobbies[3] is lobbies[4] and seats.started == 3
+        for lobby, (seat, _) in zip(lobbies, asked, strict=True):
+            seats.let_go(lobby, seat)
+        await asyncio.wait_for(asyncio.gather(*{lb.task for lb in lobbies}), 60)
+        return [lb.run_id for lb in lobbies]
+
+    runs = set(asyncio.run(main()))
+    assert len(runs) == 3
+    with Reader(db) as rd:
+        done = {r["run_id"]: r["status"] for r in rd.runs()}
+        seeds = {e.seed for run in runs for e in rd.episodes(run) if e.task_id == "@simulation"}
+    assert done == dict.fromkeys(runs, "finished") and seeds == {5, 6, 9}
