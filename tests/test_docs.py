@@ -77,6 +77,8 @@ SMALLER = [  # (pattern, arguments appended: a later value of an option wins)
     (r"^python bench/simulate\.py", ["--repeats", "1", "--memory-days", "2", "--many", "3",
                                      "--seeds-n", "2"]),
     (r"^python bench/persistent\.py", ["--days", "4", "--recall-day", "3"]),
+    (r"^python bench/sim_server\.py", ["--at-once", "1,2", "--waves", "1", "--latency",
+                                        "0.02"]),
     (r"^python bench/all\.py", ["--quick", "--only", "store"]),  # (each runs above)
 ]
 READY = {  # a background command (`... &`) is ready when its output holds this
