@@ -59,10 +59,15 @@ class CompanyView:
 
     def records(self, rows: list[tuple[Any, ...]]) -> list[EventRecord]:
         """The records of an arrival's setup rows (those of its view after its
-        ``episode.start``)."""
+        ``episode.start``): where they are the simulation episode's events 1..n as they are
+        (:attr:`shared`, as the store keeps them), those events' records, made once and
+        given to every arrival's grading (frozen; their ``episode_id`` is the simulation's,
+        as the store's prefix names it); else the arrival's own."""
         if not self._records:
-            self._records = [EventRecord.from_row(r) for r in rows]
-            return list(self._records)
+            source = self.rows if self.shared else rows
+            self._records = [EventRecord.from_row(r) for r in source]
+        if self.shared:
+            return self._records
         vid = rows[0][0] if rows else ""
         return [EventRecord(vid, e.seq, e.sim_time, e.wall_time, e.actor, e.kind, e.payload,
                             e.text) for e in self._records]
