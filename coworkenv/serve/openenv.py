@@ -311,22 +311,17 @@ def environment_class(host: Any) -> type[Any]:
         # actions -------------------------------------------------------------------------
         async def _act(self, name: str, arguments: dict[str, Any]) -> Any:
             session = self.session
-            if seats is not None:
-                action = Action.called(name, arguments)
-                problem = action.problem()
-                if problem is not None:
-                    return self._refused(name, json.loads(problem)["error"]["message"])
-                return await self._act_seat(name, action)
-            if session is None:
-                return CallToolObservation(tool_name=name, error=ToolError(
-                    error_type=ToolErrorType.EXECUTION_ERROR,
-                    message="reset(task_id=...) starts an episode before any tool"))
+            if seats is None and session is None:
+                return self._refused(name, "reset(task_id=...) starts an episode before any "
+                                     "tool", invalid=False)
             action = Action.called(name, arguments)
             problem = action.problem()
             if problem is not None:
-                return CallToolObservation(tool_name=name, error=ToolError(
-                    error_type=ToolErrorType.INVALID_ARGS,
-                    message=json.loads(problem)["error"]["message"]))
+                return self._refused(name, json.loads(problem)["error"]["message"])
+            if seats is not None:
+                return await self._act_seat(name, action)
+            assert session is not None
+
             async def step() -> Any:
                 obs, reward, done, _ = await host.acall(session.step(action))
                 return CallToolObservation(tool_name=name, result=_payload(obs, session),

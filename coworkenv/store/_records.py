@@ -117,15 +117,14 @@ class EventsHasher:
         return new
 
 
-def hash_lines(events: Iterable[EventRecord]) -> bytes | None:
-    """The lines :meth:`EventsHasher.update` feeds for ``events`` after events none of which
-    was left out; None when one of them would be left out or is measured (fed otherwise)."""
-    out = []
+def hash_lines(events: Iterable[EventRecord]) -> bytes:
+    """The lines :meth:`EventsHasher.update` feeds for ``events`` (:func:`hash_line`'s), where
+    none of them and none before them is left out of hashes (:data:`UNHASHED`)."""
+    lines = []
     for e in events:
-        if e.kind in UNHASHED or e.kind in MEASURED:
-            return None
-        out.append(f"{e.seq}|{e.sim_time:.6f}|{e.actor}|{e.kind}|{e.payload_text()}\n")
-    return "".join(out).encode()
+        assert e.kind not in UNHASHED, "an event left out of hashes renumbers those after it"
+        lines.append(hash_line(e.seq, e.sim_time, e.actor, e.kind, e.payload_text()))
+    return b"".join(lines)
 
 
 def events_hash(events: Iterable[EventRecord]) -> str:

@@ -77,11 +77,11 @@ class CompanyView:
         the setup's records, its own; the setup's lines made once."""
         h = EventsHasher()
         h.update(start.seq, start.sim_time, start.actor, start.kind, start.payload_text())
-        if self._lines is None:
-            self._lines = hash_lines(self._records) or b""
-        if self._lines or not self._records:
+        if self.only_state:  # (state events: none left out of hashes)
+            if self._lines is None:
+                self._lines = hash_lines(self._records)
             h.update_lines(self._lines)
-        else:  # (a setup with an event left out of hashes, or measured: each fed)
+        else:
             for e in self._records:
                 h.update(e.seq, e.sim_time, e.actor, e.kind, e.payload_text())
         for e in own:
