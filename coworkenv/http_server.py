@@ -5,13 +5,15 @@ binds its socket the same way (:func:`bound_socket`)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import math
 import socket
 import threading
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -375,3 +377,31 @@ async def _answer(send: Send, status: int, body: dict[str, Any]) -> None:
     await send({"type": "http.response.start", "status": status, "headers": [
         (b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]})
     await send({"type": "http.response.body", "body": data})
+
+
+@contextlib.asynccontextmanager
+async def app_handlers(app: Any) -> AsyncIterator[None]:
+    """The app's own start-up handlers, then (on leaving) its shutdown handlers: what a
+    lifespan that replaces them runs (OpenEnv's idle-session reaper is one)."""
+    try:
+        for handler in app.router.on_startup:
+            await _call(handler)
+        yield
+    finally:
+        for handler in app.router.on_shutdown:
+            await _call(handler)
+
+
+async def _call(handler: Any) -> None:
+    """Run one start-up or shutdown handler, sync or async."""
+    out = handler()
+    if asyncio.iscoroutine(out):
+        await out
+
+
+def on_loop(loop: asyncio.AbstractEventLoop) -> bool:
+    """This code runs on ``loop``."""
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False

@@ -23,7 +23,14 @@ from typing import Any
 
 import anyio
 
-from ..http_server import EdgeLimits, SessionsPerClient, default_sessions_per_client, guard
+from ..http_server import (
+    EdgeLimits,
+    SessionsPerClient,
+    app_handlers,
+    default_sessions_per_client,
+    guard,
+    on_loop,
+)
 from ..runtime.session import Action, Observation, Session, Sessions, check_seed
 from ..sim.errors import RunConfigError, SessionFailedError
 
@@ -395,7 +402,7 @@ class LoopSessions:
         A failure is the host's (``failure``), not the closer's."""
         if self.loop is None:
             return  # (the lifespan's end closes every open session)
-        if _on(self.loop):
+        if on_loop(self.loop):
             task = self.loop.create_task(self._close(session), name="coworkenv-session-close")
             self._closing.add(task)
             task.add_done_callback(self._closing.discard)
@@ -405,7 +412,7 @@ class LoopSessions:
 
     def release(self, session: Session) -> None:
         """Let go of a finished session, on the loop's thread (its streams are the loop's)."""
-        if self.loop is None or _on(self.loop):
+        if self.loop is None or on_loop(self.loop):
             session.release()
         else:
             self.loop.call_soon_threadsafe(session.release)
@@ -434,32 +441,6 @@ class LoopSessions:
         except StoreClosedError:
             if self.failure is None:
                 raise
-
-
-@contextlib.asynccontextmanager
-async def app_handlers(app: Any) -> AsyncIterator[None]:
-    """The app's own start-up handlers, then (on leaving) its shutdown handlers: what a
-    lifespan that replaces them runs (OpenEnv's idle-session reaper is one)."""
-    try:
-        for handler in app.router.on_startup:
-            await _call(handler)
-        yield
-    finally:
-        for handler in app.router.on_shutdown:
-            await _call(handler)
-
-
-async def _call(handler: Any) -> None:
-    out = handler()
-    if asyncio.iscoroutine(out):
-        await out
-
-
-def _on(loop: asyncio.AbstractEventLoop) -> bool:
-    try:
-        return asyncio.get_running_loop() is loop
-    except RuntimeError:
-        return False
 
 
 def create_app(tasks: list[Any], db: str | Path, *, run_id: str | None = None,

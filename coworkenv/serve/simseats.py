@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..http_server import app_handlers, on_loop
 from ..sim.errors import RunConfigError
 
 
@@ -188,12 +189,10 @@ class SimulationSeats:
 
     def call_soon(self, fn: Any, *args: Any) -> None:
         """``fn(*args)`` on the server's loop (from OpenEnv's worker threads too)."""
-        from .openenv import _on
-
         loop = self.loop
         if loop is None:
             return
-        if _on(loop):
+        if on_loop(loop):
             fn(*args)
         else:
             loop.call_soon_threadsafe(fn, *args)
@@ -202,8 +201,6 @@ class SimulationSeats:
     async def lifespan(self, app: Any) -> AsyncIterator[None]:
         """Serve; on shutdown the simulations still running stop there (each run ends
         ``abandoned``, as a session left by an exception does) and waiting clients are told."""
-        from .openenv import app_handlers
-
         self.loop = asyncio.get_running_loop()
         try:
             async with app_handlers(app):
